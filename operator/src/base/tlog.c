@@ -1,0 +1,88 @@
+/* tlog.c - JSON-lines logger. See tlog.h. */
+#include "tlog.h"
+
+#include "buf.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum tlog_level tlog_min_level = TLOG_INFO;
+static const char *tlog_component = "tern";
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+void tlog_init(const char *component, enum tlog_level min)
+{
+    tlog_component = component;
+    tlog_min_level = min;
+}
+
+int tlog_parse_level(const char *s, enum tlog_level *ret)
+{
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(s, level_names[i]) == 0) {
+            *ret = (enum tlog_level)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+static void put_json_string(struct buf *b, const char *s)
+{
+    buf_putc(b, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': buf_puts(b, "\\\""); break;
+        case '\\': buf_puts(b, "\\\\"); break;
+        case '\n': buf_puts(b, "\\n"); break;
+        case '\r': buf_puts(b, "\\r"); break;
+        case '\t': buf_puts(b, "\\t"); break;
+        default:
+            if (*p < 0x20)
+                buf_printf(b, "\\u%04x", *p);
+            else
+                buf_putc(b, (char)*p);
+        }
+    }
+    buf_putc(b, '"');
+}
+
+void tlog_write(enum tlog_level level, const char *msg, ...)
+{
+    struct buf b;
+    buf_init(&b, 64 * 1024);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[40];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    buf_printf(&b, "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"comp\":", when, ts.tv_nsec / 1000000,
+               level_names[level]);
+    put_json_string(&b, tlog_component);
+    buf_puts(&b, ",\"msg\":");
+    put_json_string(&b, msg);
+    va_list ap;
+    va_start(ap, msg);
+    for (;;) {
+        const char *k = va_arg(ap, const char *);
+        if (!k)
+            break;
+        const char *v = va_arg(ap, const char *);
+        buf_putc(&b, ',');
+        put_json_string(&b, k);
+        buf_putc(&b, ':');
+        put_json_string(&b, v ? v : "");
+    }
+    va_end(ap);
+    buf_puts(&b, "}\n");
+    /* one write(2) per record keeps lines whole across threads */
+    ssize_t w = write(STDERR_FILENO, b.data, b.len);
+    (void)w;
+    buf_done(&b);
+}
