@@ -164,3 +164,28 @@ TEST(json_dup_keeps_number_text)
     cJSON_Delete(c);
     cJSON_Delete(j);
 }
+
+TEST(json_equal_ignores_member_order_and_number_form)
+{
+    cJSON *a = parse_ok("{\"a\":1,\"b\":[1,{\"x\":null}],\"c\":\"s\"}");
+    cJSON *b = parse_ok("{\"c\":\"s\",\"b\":[1,{\"x\":null}],\"a\":1.0}");
+    ASSERT_TRUE(json_equal(a, b));
+    cJSON *c = cJSON_CreateObject();
+    json_add_int64(c, "a", 1);
+    cJSON *d = parse_ok("{\"a\":1}");
+    ASSERT_TRUE(json_equal(c, d));
+    cJSON *e = parse_ok("{\"a\":2}");
+    ASSERT_FALSE(json_equal(d, e));
+    cJSON *f = parse_ok("{\"b\":[{\"x\":null},1],\"a\":1,\"c\":\"s\"}");
+    ASSERT_FALSE(json_equal(a, f)); /* array order matters */
+    cJSON *g = parse_ok("{\"a\":1,\"b\":[1,{\"x\":null}]}");
+    ASSERT_FALSE(json_equal(a, g));
+    ASSERT_FALSE(json_equal(g, a));
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    cJSON_Delete(c);
+    cJSON_Delete(d);
+    cJSON_Delete(e);
+    cJSON_Delete(f);
+    cJSON_Delete(g);
+}

@@ -651,19 +651,71 @@ int json_get_array(const cJSON *obj, const char *path, const char *key, enum jso
     return 0;
 }
 
-void json_add_int64(cJSON *obj, const char *key, int64_t v)
+cJSON *json_new_int64(int64_t v)
 {
     char digits[21];
     cJSON *it = cJSON_CreateRaw(num_fmt_i64(v, digits));
     if (!it)
         abort();
-    cJSON_AddItemToObject(obj, key, it);
+    return it;
+}
+
+void json_add_int64(cJSON *obj, const char *key, int64_t v)
+{
+    cJSON_AddItemToObject(obj, key, json_new_int64(v));
 }
 
 void json_add_string(cJSON *obj, const char *key, const char *v)
 {
     if (!cJSON_AddStringToObject(obj, key, v))
         abort();
+}
+
+static bool is_num(const cJSON *x)
+{
+    return cJSON_IsNumber(x) || cJSON_IsRaw(x);
+}
+
+bool json_equal(const cJSON *a, const cJSON *b)
+{
+    if (!a || !b)
+        return a == b;
+    if (is_num(a) && is_num(b)) {
+        int64_t x, y;
+        bool xi = json_item_int64(a, &x) == 0, yi = json_item_int64(b, &y) == 0;
+        if (xi && yi)
+            return x == y;
+        if (xi != yi)
+            return false;
+        return a->valuedouble == b->valuedouble;
+    }
+    if ((a->type & 0xff) != (b->type & 0xff))
+        return false;
+    switch (a->type & 0xff) {
+    case cJSON_False:
+    case cJSON_True:
+    case cJSON_NULL: return true;
+    case cJSON_String: return strcmp(a->valuestring, b->valuestring) == 0;
+    case cJSON_Array: {
+        const cJSON *x = a->child, *y = b->child;
+        for (; x && y; x = x->next, y = y->next)
+            if (!json_equal(x, y))
+                return false;
+        return !x && !y;
+    }
+    case cJSON_Object: {
+        size_t na = 0, nb = 0;
+        for (const cJSON *x = a->child; x; x = x->next) {
+            na++;
+            if (!json_equal(x, json_get(b, x->string)))
+                return false;
+        }
+        for (const cJSON *y = b->child; y; y = y->next)
+            nb++;
+        return na == nb;
+    }
+    default: return false;
+    }
 }
 
 /* Writes item compactly, numbers from their exact text when known. */

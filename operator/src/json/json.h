@@ -69,10 +69,17 @@ int json_get_array(const cJSON *obj, const char *path, const char *key, enum jso
 /* The exact int64 value of a number item (or digit string): 0 or TERN_EINVALID. */
 int json_item_int64(const cJSON *item, int64_t *ret);
 
+/* A new number item printed exactly (a raw item), owned by the caller. */
+cJSON *json_new_int64(int64_t v);
 /* Adds an int64 member printed exactly (a raw number item). */
 void json_add_int64(cJSON *obj, const char *key, int64_t v);
 /* Adds a string member (copied). */
 void json_add_string(cJSON *obj, const char *key, const char *v);
+
+/* Semantic equality: objects as maps (member order ignored), arrays in
+ * order, numbers by exact value (int64 text when integral), Raw numbers equal
+ * to parsed ones. Used to skip API writes when nothing changed. */
+bool json_equal(const cJSON *a, const cJSON *b);
 
 /* Serialises compactly; the result is owned by the caller. Never NULL. */
 char *json_print(const cJSON *item);
