@@ -1,0 +1,451 @@
+/* children.c - the objects a session owns. See children.h. */
+#include "children.h"
+
+#include "base/buf.h"
+#include "base/mem.h"
+#include "json/json.h"
+#include "sandbox/sandbox_contract.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+char *children_name(const char *session, const char *suffix)
+{
+    return xasprintf("%s-%s", session, suffix);
+}
+
+char *children_job_name(const char *session, int64_t turn)
+{
+    return xasprintf("%s-t%lld", session, (long long)turn);
+}
+
+static cJSON *obj(void)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        abort();
+    return o;
+}
+
+static cJSON *arr(cJSON *parent, const char *key)
+{
+    cJSON *a = cJSON_AddArrayToObject(parent, key);
+    if (!a)
+        abort();
+    return a;
+}
+
+static cJSON *sub(cJSON *parent, const char *key)
+{
+    cJSON *o = cJSON_AddObjectToObject(parent, key);
+    if (!o)
+        abort();
+    return o;
+}
+
+static void str(cJSON *o, const char *key, const char *v)
+{
+    json_add_string(o, key, v);
+}
+
+static void boolean(cJSON *o, const char *key, int v)
+{
+    cJSON_AddItemToObject(o, key, cJSON_CreateBool(v));
+}
+
+static void push_str(cJSON *a, const char *v)
+{
+    cJSON_AddItemToArray(a, cJSON_CreateString(v));
+}
+
+static cJSON *push_obj(cJSON *a)
+{
+    cJSON *o = obj();
+    cJSON_AddItemToArray(a, o);
+    return o;
+}
+
+static void labels(cJSON *meta, const struct session_spec *s, const char *role)
+{
+    cJSON *l = sub(meta, "labels");
+    str(l, CHILDREN_LABEL_SESSION, s->name);
+    str(l, CHILDREN_LABEL_SESSION_UID, s->uid);
+    str(l, CHILDREN_LABEL_ROLE, role);
+    str(l, "app.kubernetes.io/managed-by", "tern");
+}
+
+/* A new object with apiVersion, kind and metadata owned by the session. */
+static cJSON *child(const struct session_spec *s, const char *api_version, const char *kind,
+                    const char *name, const char *role)
+{
+    cJSON *o = obj();
+    str(o, "apiVersion", api_version);
+    str(o, "kind", kind);
+    cJSON *meta = sub(o, "metadata");
+    str(meta, "name", name);
+    str(meta, "namespace", s->namespace);
+    labels(meta, s, role);
+    cJSON *owner = push_obj(arr(meta, "ownerReferences"));
+    str(owner, "apiVersion", "tern.dev/v1alpha1");
+    str(owner, "kind", "AgentSession");
+    str(owner, "name", s->name);
+    str(owner, "uid", s->uid);
+    boolean(owner, "controller", 1);
+    boolean(owner, "blockOwnerDeletion", 1);
+    return o;
+}
+
+static cJSON *selector_labels(cJSON *parent, const char *key, const struct session_spec *s,
+                              const char *role)
+{
+    cJSON *l = sub(parent, key);
+    str(l, CHILDREN_LABEL_SESSION_UID, s->uid);
+    str(l, CHILDREN_LABEL_ROLE, role);
+    return l;
+}
+
+cJSON *children_pvc(const struct session_spec *s, const struct children_config *c)
+{
+    char *name = children_name(s->name, "workspace");
+    cJSON *o = child(s, "v1", "PersistentVolumeClaim", name, "workspace");
+    free(name);
+    cJSON *spec = sub(o, "spec");
+    push_str(arr(spec, "accessModes"), "ReadWriteOnce");
+    const char *sc = s->sandbox.storage_class ? s->sandbox.storage_class : c->storage_class;
+    if (sc)
+        str(spec, "storageClassName", sc);
+    cJSON *req = sub(sub(spec, "resources"), "requests");
+    str(req, "storage", s->sandbox.workspace_size.text);
+    return o;
+}
+
+cJSON *children_token_secret(const struct session_spec *s, const char *token)
+{
+    char *name = children_name(s->name, "sandbox-token");
+    cJSON *o = child(s, "v1", "Secret", name, "token");
+    free(name);
+    str(o, "type", "Opaque");
+    str(sub(o, "stringData"), "token", token);
+    return o;
+}
+
+cJSON *children_task_configmap(const struct session_spec *s)
+{
+    char *name = children_name(s->name, "task");
+    cJSON *o = child(s, "v1", "ConfigMap", name, "task");
+    free(name);
+    struct buf b;
+    buf_init(&b, 1u << 20);
+    buf_printf(&b, "# Task\n\n%s\n", s->objective);
+    if (s->context.text)
+        buf_printf(&b, "\n## Context\n\n%s\n", s->context.text);
+    if (s->context.nreferences) {
+        buf_puts(&b, "\n## References\n\n");
+        for (size_t i = 0; i < s->context.nreferences; i++)
+            buf_printf(&b, "- %s\n", s->context.references[i]);
+    }
+    str(sub(o, "data"), "task.md", buf_str(&b));
+    buf_done(&b);
+    return o;
+}
+
+cJSON *children_network_policy(const struct session_spec *s)
+{
+    char *name = children_name(s->name, "sandbox");
+    cJSON *o = child(s, "networking.k8s.io/v1", "NetworkPolicy", name, "sandbox");
+    free(name);
+    cJSON *spec = sub(o, "spec");
+    selector_labels(sub(spec, "podSelector"), "matchLabels", s, "sandbox");
+    cJSON *types = arr(spec, "policyTypes");
+    push_str(types, "Ingress");
+    push_str(types, "Egress");
+    /* ingress: only this session's runner pods, only sandboxd's port */
+    cJSON *rule = push_obj(arr(spec, "ingress"));
+    cJSON *from = push_obj(arr(rule, "from"));
+    selector_labels(sub(from, "podSelector"), "matchLabels", s, "runner");
+    cJSON *port = push_obj(arr(rule, "ports"));
+    str(port, "protocol", "TCP");
+    cJSON_AddNumberToObject(port, "port", SANDBOX_PORT);
+    /* egress: only the allowlist; an empty list allows nothing */
+    cJSON *egress = arr(spec, "egress");
+    if (s->permissions.nnetwork) {
+        cJSON *to = arr(push_obj(egress), "to");
+        for (size_t i = 0; i < s->permissions.nnetwork; i++)
+            str(sub(push_obj(to), "ipBlock"), "cidr", s->permissions.network[i].text);
+    }
+    return o;
+}
+
+/* FNV-1a over the fields that shape the sandbox pod. */
+const char *children_sandbox_hash(const struct session_spec *s, const struct children_config *c,
+                                  char out[17])
+{
+    const char *parts[] = {
+        s->sandbox.image ? s->sandbox.image : c->sandbox_image,
+        s->sandbox.runtime_class ? s->sandbox.runtime_class : (c->runtime_class ? c->runtime_class : ""),
+        s->limits.cpu.text,
+        s->limits.memory.text,
+    };
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        for (const char *p = parts[i] ? parts[i] : ""; *p; p++)
+            h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull; /* separator */
+    }
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+    return out;
+}
+
+static cJSON *mount(cJSON *mounts, const char *name, const char *path, const char *sub_path,
+                    int read_only)
+{
+    cJSON *m = push_obj(mounts);
+    str(m, "name", name);
+    str(m, "mountPath", path);
+    if (sub_path)
+        str(m, "subPath", sub_path);
+    if (read_only)
+        boolean(m, "readOnly", 1);
+    return m;
+}
+
+static void restricted_container_security(cJSON *container)
+{
+    cJSON *sc = sub(container, "securityContext");
+    boolean(sc, "allowPrivilegeEscalation", 0);
+    boolean(sc, "readOnlyRootFilesystem", 1);
+    boolean(sc, "runAsNonRoot", 1);
+    push_str(arr(sub(sc, "capabilities"), "drop"), "ALL");
+}
+
+static void restricted_pod_security(cJSON *podspec, int uid, int gid)
+{
+    cJSON *psc = sub(podspec, "securityContext");
+    boolean(psc, "runAsNonRoot", 1);
+    cJSON_AddNumberToObject(psc, "runAsUser", uid);
+    cJSON_AddNumberToObject(psc, "runAsGroup", gid);
+    cJSON_AddNumberToObject(psc, "fsGroup", gid);
+    str(sub(psc, "seccompProfile"), "type", "RuntimeDefault");
+}
+
+cJSON *children_sandbox_pod(const struct session_spec *s, const struct children_config *c)
+{
+    char *name = children_name(s->name, "sandbox");
+    cJSON *o = child(s, "v1", "Pod", name, "sandbox");
+    free(name);
+    char hash[17];
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(o, "metadata");
+    str(sub(meta, "annotations"), CHILDREN_ANN_SANDBOX_HASH, children_sandbox_hash(s, c, hash));
+    cJSON *spec = sub(o, "spec");
+    boolean(spec, "automountServiceAccountToken", 0);
+    boolean(spec, "enableServiceLinks", 0);
+    str(spec, "restartPolicy", "Always");
+    cJSON_AddNumberToObject(spec, "terminationGracePeriodSeconds", 10);
+    const char *rc = s->sandbox.runtime_class ? s->sandbox.runtime_class : c->runtime_class;
+    if (rc)
+        str(spec, "runtimeClassName", rc);
+    restricted_pod_security(spec, SANDBOX_UID, SANDBOX_GID);
+
+    cJSON *ctr = push_obj(arr(spec, "containers"));
+    str(ctr, "name", "sandboxd");
+    str(ctr, "image", s->sandbox.image ? s->sandbox.image : c->sandbox_image);
+    if (c->image_pull_policy)
+        str(ctr, "imagePullPolicy", c->image_pull_policy);
+    cJSON *cmd = arr(ctr, "command");
+    push_str(cmd, "tern-sandboxd");
+    cJSON *args = arr(ctr, "args");
+    char *listen = xasprintf("--listen=0.0.0.0:%d", SANDBOX_PORT);
+    push_str(args, listen);
+    free(listen);
+    push_str(args, "--token-file=" SANDBOX_TOKEN_FILE);
+    push_str(args, "--workspace=" SANDBOX_WORKSPACE);
+    struct buf w;
+    buf_init(&w, 64u << 10);
+    buf_puts(&w, "--writable=");
+    for (size_t i = 0; i < s->permissions.nwritable; i++)
+        buf_printf(&w, "%s%s", i ? "," : "", s->permissions.writable[i]);
+    push_str(args, buf_str(&w));
+    buf_done(&w);
+    cJSON *port = push_obj(arr(ctr, "ports"));
+    str(port, "name", "sandboxd");
+    cJSON_AddNumberToObject(port, "containerPort", SANDBOX_PORT);
+    cJSON *probe = sub(ctr, "readinessProbe");
+    cJSON *get = sub(probe, "httpGet");
+    str(get, "path", "/readyz");
+    cJSON_AddNumberToObject(get, "port", SANDBOX_PORT);
+    cJSON_AddNumberToObject(probe, "periodSeconds", 2);
+    cJSON *res = sub(ctr, "resources");
+    cJSON *lim = sub(res, "limits");
+    str(lim, "cpu", s->limits.cpu.text);
+    str(lim, "memory", s->limits.memory.text);
+    cJSON *req = sub(res, "requests");
+    str(req, "cpu", s->limits.cpu.text);
+    str(req, "memory", s->limits.memory.text);
+    restricted_container_security(ctr);
+
+    /* the workspace layout: the PVC holds working/ and output/ (and
+     * sandboxd's records); everything read-only is mounted over it */
+    cJSON *mounts = arr(ctr, "volumeMounts");
+    cJSON *vols = arr(spec, "volumes");
+    mount(mounts, "workspace", SANDBOX_WORKSPACE, NULL, 0);
+    char *pvc = children_name(s->name, "workspace");
+    cJSON *v = push_obj(vols);
+    str(v, "name", "workspace");
+    str(sub(v, "persistentVolumeClaim"), "claimName", pvc);
+    free(pvc);
+
+    mount(mounts, "sandbox-token", SANDBOX_TOKEN_DIR, NULL, 1);
+    char *secret = children_name(s->name, "sandbox-token");
+    v = push_obj(vols);
+    str(v, "name", "sandbox-token");
+    cJSON *sv = sub(v, "secret");
+    str(sv, "secretName", secret);
+    cJSON_AddNumberToObject(sv, "defaultMode", 0440);
+    free(secret);
+
+    mount(mounts, "tmp", "/tmp", NULL, 0);
+    v = push_obj(vols);
+    str(v, "name", "tmp");
+    str(sub(v, "emptyDir"), "sizeLimit", "1Gi");
+
+    mount(mounts, "task", SANDBOX_WORKSPACE "/task.md", "task.md", 1);
+    char *task = children_name(s->name, "task");
+    v = push_obj(vols);
+    str(v, "name", "task");
+    str(sub(v, "configMap"), "name", task);
+    free(task);
+
+    if (s->context.nfiles) {
+        mount(mounts, "input", SANDBOX_WORKSPACE "/input", NULL, 1);
+        v = push_obj(vols);
+        str(v, "name", "input");
+        cJSON *sources = arr(sub(v, "projected"), "sources");
+        for (size_t i = 0; i < s->context.nfiles; i++)
+            str(sub(push_obj(sources), "configMap"), "name", s->context.files[i]);
+    }
+    if (s->memory) {
+        mount(mounts, "memory", SANDBOX_WORKSPACE "/simple.md", "simple.md", 1);
+        v = push_obj(vols);
+        str(v, "name", "memory");
+        str(sub(v, "configMap"), "name", s->memory);
+    }
+    for (size_t i = 0; i < s->nskills; i++) {
+        char *vname = xasprintf("skill-%zu", i);
+        char *path = xasprintf(SANDBOX_WORKSPACE "/skills/%s", s->skills[i]);
+        mount(mounts, vname, path, NULL, 1);
+        v = push_obj(vols);
+        str(v, "name", vname);
+        str(sub(v, "configMap"), "name", s->skills[i]);
+        free(vname);
+        free(path);
+    }
+    return o;
+}
+
+static void env(cJSON *list, const char *name, const char *value)
+{
+    cJSON *e = push_obj(list);
+    str(e, "name", name);
+    str(e, "value", value);
+}
+
+/* The runner pod template shared by turn and copy Jobs. */
+static cJSON *runner_job(const struct session_spec *s, const struct children_config *c,
+                         const char *job_name, int64_t deadline_s, cJSON **ret_container)
+{
+    cJSON *o = child(s, "batch/v1", "Job", job_name, "runner");
+    cJSON *spec = sub(o, "spec");
+    cJSON_AddNumberToObject(spec, "backoffLimit", (double)c->turn_backoff_limit);
+    cJSON_AddNumberToObject(spec, "activeDeadlineSeconds", (double)deadline_s);
+    cJSON_AddNumberToObject(spec, "ttlSecondsAfterFinished", (double)c->job_ttl_seconds);
+    /* a configuration error (exit 78) fails the Job at once; any other
+     * failure is retried and resumes from the journal */
+    cJSON *rule = push_obj(arr(sub(spec, "podFailurePolicy"), "rules"));
+    str(rule, "action", "FailJob");
+    cJSON *codes = sub(rule, "onExitCodes");
+    str(codes, "containerName", "runner");
+    str(codes, "operator", "In");
+    cJSON_AddItemToArray(arr(codes, "values"), cJSON_CreateNumber(CHILDREN_RUNNER_EXIT_CONFIG));
+    cJSON *tmpl = sub(spec, "template");
+    cJSON *tmeta = sub(tmpl, "metadata");
+    labels(tmeta, s, "runner");
+    cJSON *pod = sub(tmpl, "spec");
+    str(pod, "restartPolicy", "Never");
+    str(pod, "serviceAccountName",
+        s->service_account ? s->service_account : c->runner_service_account);
+    boolean(pod, "enableServiceLinks", 0);
+    restricted_pod_security(pod, 65532, 65532);
+    cJSON *ctr = push_obj(arr(pod, "containers"));
+    str(ctr, "name", "runner");
+    str(ctr, "image", c->runner_image);
+    if (c->image_pull_policy)
+        str(ctr, "imagePullPolicy", c->image_pull_policy);
+    restricted_container_security(ctr);
+    cJSON *res = sub(ctr, "resources");
+    str(sub(res, "requests"), "cpu", "50m");
+    str(sub(res, "limits"), "memory", "256Mi");
+    cJSON *mounts = arr(ctr, "volumeMounts");
+    mount(mounts, "sandbox-token", SANDBOX_TOKEN_DIR, NULL, 1);
+    cJSON *v = push_obj(arr(pod, "volumes"));
+    str(v, "name", "sandbox-token");
+    char *secret = children_name(s->name, "sandbox-token");
+    str(sub(v, "secret"), "secretName", secret);
+    free(secret);
+    *ret_container = ctr;
+    return o;
+}
+
+cJSON *children_turn_job(const struct session_spec *s, const struct children_config *c,
+                         int64_t turn)
+{
+    char *name = children_job_name(s->name, turn);
+    cJSON *ctr = NULL;
+    cJSON *o = runner_job(s, c, name, s->limits.timeout_seconds, &ctr);
+    free(name);
+    char turn_s[21];
+    snprintf(turn_s, sizeof turn_s, "%lld", (long long)turn);
+    str((cJSON *)json_get(json_get(o, "metadata"), "labels"), CHILDREN_LABEL_TURN, turn_s);
+    cJSON *cmd = arr(ctr, "command");
+    push_str(cmd, "tern-runner");
+    push_str(cmd, "turn");
+    cJSON *e = arr(ctr, "env");
+    env(e, "TERN_NAMESPACE", s->namespace);
+    env(e, "TERN_SESSION", s->name);
+    env(e, "TERN_SESSION_UID", s->uid);
+    env(e, "TERN_TURN", turn_s);
+    env(e, "TERN_ETCD_ENDPOINTS", c->etcd_endpoints);
+    env(e, "TERN_SANDBOX_TOKEN_FILE", SANDBOX_TOKEN_FILE);
+    env(e, "OPENAI_BASE_URL", s->model.base_url);
+    if (s->model.api_key_secret) {
+        /* the model key reaches the runner pod only, by reference */
+        cJSON *k = push_obj(e);
+        str(k, "name", "OPENAI_API_KEY");
+        cJSON *ref = sub(sub(k, "valueFrom"), "secretKeyRef");
+        str(ref, "name", s->model.api_key_secret);
+        str(ref, "key", s->model.api_key_key);
+    }
+    return o;
+}
+
+cJSON *children_copy_job(const struct session_spec *child_s, const struct children_config *c,
+                         const char *from_addr, const char *to_addr)
+{
+    char *name = children_name(child_s->name, "copy");
+    cJSON *ctr = NULL;
+    cJSON *o = runner_job(child_s, c, name, 3600, &ctr);
+    free(name);
+    cJSON *cmd = arr(ctr, "command");
+    push_str(cmd, "tern-runner");
+    push_str(cmd, "copy");
+    cJSON *args = arr(ctr, "args");
+    char *f = xasprintf("--from=%s", from_addr);
+    char *t = xasprintf("--to=%s", to_addr);
+    push_str(args, f);
+    push_str(args, t);
+    free(f);
+    free(t);
+    cJSON *e = arr(ctr, "env");
+    env(e, "TERN_SANDBOX_TOKEN_FILE", SANDBOX_TOKEN_FILE);
+    return o;
+}

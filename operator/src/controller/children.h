@@ -1,0 +1,72 @@
+/* children.h - the objects a session owns, built from its spec (pure).
+ *
+ * Every builder returns a new cJSON object (owned by the caller) ready to be
+ * created through the API: apiVersion, kind, metadata (name, namespace,
+ * labels, an ownerReference to the session with controller=true and
+ * blockOwnerDeletion=true) and spec. Names are derived from the session name
+ * (<= SESSION_MAX_NAME characters, so every child name stays within the
+ * 63-character label limit Jobs need):
+ *
+ *   <s>-workspace      PersistentVolumeClaim (the workspace, outlives pods)
+ *   <s>-sandbox-token  Secret (sandboxd's bearer token; runner and sandbox)
+ *   <s>-task           ConfigMap (task.md: objective, context, references)
+ *   <s>-sandbox        NetworkPolicy and Pod (tern-sandboxd)
+ *   <s>-t<n>           Job (turn n, runs tern-runner)
+ *
+ * Labels on everything: tern.dev/session=<name>, tern.dev/session-uid=<uid>,
+ * tern.dev/role=workspace|sandbox|runner|task|token, app.kubernetes.io/managed-by=tern.
+ * The sandbox pod carries tern.dev/sandbox-hash, a hash of the spec fields
+ * that shape it: a change means "recreate at the next turn boundary".
+ */
+#ifndef TERN_CHILDREN_H
+#define TERN_CHILDREN_H
+
+#include "spec/session_spec.h"
+
+#include <cJSON.h>
+#include <stdint.h>
+
+/* Operator-wide settings that fill what a session leaves unset. */
+struct children_config {
+    const char *runner_image;
+    const char *sandbox_image;        /* default for spec.sandbox.image */
+    const char *etcd_endpoints;       /* passed to runners */
+    const char *runner_service_account; /* default for spec.identity */
+    const char *runtime_class;        /* default, or NULL */
+    const char *storage_class;        /* default, or NULL */
+    const char *image_pull_policy;    /* NULL = cluster default */
+    int64_t turn_backoff_limit;       /* Job backoffLimit (retryable failures) */
+    int64_t job_ttl_seconds;          /* ttlSecondsAfterFinished */
+};
+
+#define CHILDREN_LABEL_SESSION     "tern.dev/session"
+#define CHILDREN_LABEL_SESSION_UID "tern.dev/session-uid"
+#define CHILDREN_LABEL_ROLE        "tern.dev/role"
+#define CHILDREN_LABEL_TURN        "tern.dev/turn"
+#define CHILDREN_ANN_SANDBOX_HASH  "tern.dev/sandbox-hash"
+#define CHILDREN_RUNNER_EXIT_CONFIG 78 /* tern-runner: configuration error */
+
+/* Child names, newly allocated. */
+char *children_name(const char *session, const char *suffix);
+char *children_job_name(const char *session, int64_t turn);
+
+/* The sandbox hash of a spec: 16 hex digits into out[17]. */
+const char *children_sandbox_hash(const struct session_spec *s, const struct children_config *c,
+                                  char out[17]);
+
+cJSON *children_pvc(const struct session_spec *s, const struct children_config *c);
+/* token: the sandbox bearer token (random, chosen by the caller once). */
+cJSON *children_token_secret(const struct session_spec *s, const char *token);
+cJSON *children_task_configmap(const struct session_spec *s);
+cJSON *children_network_policy(const struct session_spec *s);
+cJSON *children_sandbox_pod(const struct session_spec *s, const struct children_config *c);
+/* The Job of turn n (tern-runner turn). */
+cJSON *children_turn_job(const struct session_spec *s, const struct children_config *c,
+                         int64_t turn);
+/* The fork copy Job <child>-copy (tern-runner copy --from --to), owned by
+ * the child session `child`: streams the parent sandbox's snapshot into the
+ * child's. */
+cJSON *children_copy_job(const struct session_spec *child, const struct children_config *c,
+                         const char *from_addr, const char *to_addr);
+
+#endif
