@@ -38,4 +38,7 @@
 /* Errors */
 #define TERN_ERRMSG_MAX            512
 
+/* yaml/yamljson */
+#define TERN_YAML_MAX_EXPANDED_BYTES (64u << 20) /* scalar+key bytes after alias expansion */
+
 #endif
