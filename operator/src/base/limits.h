@@ -38,4 +38,10 @@
 /* Errors */
 #define TERN_ERRMSG_MAX            512
 
+/* etcd client (etcd module) */
+#define TERN_ETCD_MAX_ENDPOINTS    16
+#define TERN_ETCD_POOL_IDLE        8            /* idle connections kept per client */
+#define TERN_ETCD_MAX_RESPONSE     (64u << 20)  /* one unary response body */
+#define TERN_ETCD_MAX_KEY          4096         /* one key we send */
+
 #endif
