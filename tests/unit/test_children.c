@@ -1,0 +1,241 @@
+/* Unit tests for controller/children: the objects a session owns. */
+#include "harness.h"
+
+#include "base/mem.h"
+#include "controller/children.h"
+#include "json/json.h"
+#include "sandbox/sandbox_contract.h"
+#include "yaml/yamljson.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static const struct children_config cfg = {
+    .runner_image = "tern:test",
+    .sandbox_image = "sandbox:default",
+    .etcd_endpoints = "http://127.0.0.1:2379",
+    .runner_service_account = "tern-runner",
+    .turn_backoff_limit = 4,
+    .job_ttl_seconds = 3600,
+};
+
+/* Loads an example manifest, adds the uid the API server would set, parses it. */
+static struct session_spec *load(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ASSERT_NOT_NULL(f);
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text, f);
+    fclose(f);
+    cJSON *docs = NULL;
+    struct tern_err e = {0};
+    if (yamljson_parse_stream(text, n, NULL, &docs, &e))
+        th_fail(__FILE__, __LINE__, "%s: %s", path, e.msg);
+    cJSON *obj = NULL;
+    cJSON *d;
+    cJSON_ArrayForEach(d, docs)
+    {
+        const cJSON *k = json_get(d, "kind");
+        if (cJSON_IsString(k) && strcmp(k->valuestring, "AgentSession") == 0)
+            obj = d;
+    }
+    ASSERT_NOT_NULL(obj);
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+    json_add_string(meta, "uid", "0d8f-uid");
+    if (!json_get(meta, "namespace")) /* as the API server would default it */
+        json_add_string(meta, "namespace", "default");
+    struct session_spec *s = NULL;
+    if (session_spec_parse(obj, &s, &e))
+        th_fail(__FILE__, __LINE__, "%s: %s", path, e.msg);
+    cJSON_Delete(docs);
+    return s;
+}
+
+static const cJSON *at(const cJSON *o, const char *path)
+{
+    /* dotted path with [i] indexes */
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    const cJSON *cur = o;
+    for (char *p = buf, *next; p && *p; p = next) {
+        next = strchr(p, '.');
+        if (next)
+            *next++ = '\0';
+        char *br = strchr(p, '[');
+        int idx = -1;
+        if (br) {
+            *br = '\0';
+            idx = (int)(br[1] - '0');
+        }
+        cur = json_get(cur, p);
+        if (idx >= 0)
+            cur = cJSON_GetArrayItem(cur, idx);
+        if (!cur)
+            return NULL;
+    }
+    return cur;
+}
+
+static const char *s_at(const cJSON *o, const char *path)
+{
+    const cJSON *v = at(o, path);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int64_t i_at(const cJSON *o, const char *path)
+{
+    int64_t v = -999;
+    const cJSON *it = at(o, path);
+    if (!it || json_item_int64(it, &v))
+        th_fail(__FILE__, __LINE__, "%s: not an integer", path);
+    return v;
+}
+
+static bool b_at(const cJSON *o, const char *path)
+{
+    return cJSON_IsTrue(at(o, path));
+}
+
+TEST(sandbox_pod_is_hardened_and_owned)
+{
+    struct session_spec *s = load("examples/approvals-and-limits.yaml");
+    cJSON *pod = children_sandbox_pod(s, &cfg);
+    ASSERT_EQ_STR(s_at(pod, "metadata.name"), "fix-flaky-test-sandbox");
+    ASSERT_EQ_STR(s_at(pod, "metadata.namespace"), "default");
+    ASSERT_EQ_STR(s_at(pod, "metadata.ownerReferences[0].uid"), "0d8f-uid");
+    ASSERT_TRUE(b_at(pod, "metadata.ownerReferences[0].controller"));
+    ASSERT_EQ_STR(json_get(json_get(at(pod, "metadata"), "labels"), "tern.dev/role")->valuestring,
+                  "sandbox");
+    ASSERT_FALSE(b_at(pod, "spec.automountServiceAccountToken"));
+    ASSERT_NOT_NULL(at(pod, "spec.automountServiceAccountToken"));
+    ASSERT_EQ_STR(s_at(pod, "spec.runtimeClassName"), "gvisor");
+    ASSERT_TRUE(b_at(pod, "spec.securityContext.runAsNonRoot"));
+    ASSERT_EQ_INT(i_at(pod, "spec.securityContext.runAsUser"), SANDBOX_UID);
+    ASSERT_EQ_STR(s_at(pod, "spec.securityContext.seccompProfile.type"), "RuntimeDefault");
+    const cJSON *c = at(pod, "spec.containers[0]");
+    ASSERT_EQ_STR(s_at(c, "image"), "ghcr.io/tern-dev/tern-sandbox-python:0.1");
+    ASSERT_TRUE(b_at(c, "securityContext.readOnlyRootFilesystem"));
+    ASSERT_FALSE(b_at(c, "securityContext.allowPrivilegeEscalation"));
+    ASSERT_EQ_STR(s_at(c, "securityContext.capabilities.drop[0]"), "ALL");
+    ASSERT_EQ_STR(s_at(c, "resources.limits.cpu"), "500m");
+    ASSERT_EQ_STR(s_at(c, "resources.limits.memory"), "512Mi");
+    ASSERT_EQ_INT(i_at(c, "ports[0].containerPort"), SANDBOX_PORT);
+    char *args = json_print(at(c, "args"));
+    ASSERT_CONTAINS(args, "--token-file=" SANDBOX_TOKEN_FILE);
+    ASSERT_CONTAINS(args, "--writable=working/**,output/**");
+    free(args);
+    /* no credentials in the sandbox: no env at all, no secret but its token */
+    ASSERT_NULL(at(c, "env"));
+    char *all = json_print(pod);
+    ASSERT_FALSE(strstr(all, "openai") != NULL);
+    ASSERT_FALSE(strstr(all, "OPENAI") != NULL);
+    free(all);
+    /* task.md read-only over the workspace */
+    const cJSON *m;
+    bool task_ro = false;
+    cJSON_ArrayForEach(m, at(c, "volumeMounts"))
+    {
+        if (strcmp(s_at(m, "mountPath"), SANDBOX_WORKSPACE "/task.md") == 0)
+            task_ro = b_at(m, "readOnly");
+    }
+    ASSERT_TRUE(task_ro);
+    cJSON_Delete(pod);
+    session_spec_free(s);
+}
+
+TEST(sandbox_hash_follows_the_sandbox_fields_only)
+{
+    struct session_spec *s = load("examples/approvals-and-limits.yaml");
+    char a[17], b[17];
+    children_sandbox_hash(s, &cfg, a);
+    free(s->objective);
+    s->objective = xstrdup("something else");
+    children_sandbox_hash(s, &cfg, b);
+    ASSERT_EQ_STR(a, b);
+    free(s->sandbox.image);
+    s->sandbox.image = xstrdup("other:image");
+    children_sandbox_hash(s, &cfg, b);
+    ASSERT_TRUE(strcmp(a, b) != 0);
+    session_spec_free(s);
+}
+
+TEST(turn_job_carries_the_key_by_reference_and_fails_fast_on_78)
+{
+    struct session_spec *s = load("examples/approvals-and-limits.yaml");
+    cJSON *job = children_turn_job(s, &cfg, 7);
+    ASSERT_EQ_STR(s_at(job, "metadata.name"), "fix-flaky-test-t7");
+    ASSERT_EQ_INT(i_at(job, "spec.backoffLimit"), 4);
+    ASSERT_EQ_INT(i_at(job, "spec.activeDeadlineSeconds"), 1800);
+    ASSERT_EQ_STR(s_at(job, "spec.podFailurePolicy.rules[0].action"), "FailJob");
+    ASSERT_EQ_INT(i_at(job, "spec.podFailurePolicy.rules[0].onExitCodes.values[0]"), 78);
+    const cJSON *pod = at(job, "spec.template.spec");
+    ASSERT_EQ_STR(s_at(pod, "restartPolicy"), "Never");
+    ASSERT_EQ_STR(s_at(pod, "serviceAccountName"), "tern-runner");
+    const cJSON *e, *env = at(pod, "containers[0].env");
+    bool key = false, turn = false;
+    cJSON_ArrayForEach(e, env)
+    {
+        const char *n = s_at(e, "name");
+        if (strcmp(n, "OPENAI_API_KEY") == 0) {
+            ASSERT_NULL(json_get(e, "value"));
+            ASSERT_EQ_STR(s_at(e, "valueFrom.secretKeyRef.name"), "openai");
+            ASSERT_EQ_STR(s_at(e, "valueFrom.secretKeyRef.key"), "api-key");
+            key = true;
+        }
+        if (strcmp(n, "TERN_TURN") == 0) {
+            ASSERT_EQ_STR(s_at(e, "value"), "7");
+            turn = true;
+        }
+    }
+    ASSERT_TRUE(key);
+    ASSERT_TRUE(turn);
+    cJSON_Delete(job);
+    session_spec_free(s);
+}
+
+TEST(network_policy_allows_runner_in_and_allowlist_out)
+{
+    struct session_spec *s = load("examples/approvals-and-limits.yaml");
+    cJSON *np = children_network_policy(s);
+    const cJSON *from = at(np, "spec.ingress[0].from[0].podSelector.matchLabels");
+    ASSERT_EQ_STR(json_get(from, "tern.dev/role")->valuestring, "runner");
+    ASSERT_EQ_STR(json_get(from, "tern.dev/session-uid")->valuestring, "0d8f-uid");
+    ASSERT_EQ_INT(i_at(np, "spec.ingress[0].ports[0].port"), SANDBOX_PORT);
+    ASSERT_EQ_STR(s_at(np, "spec.egress[0].to[0].ipBlock.cidr"), "140.82.112.0/20");
+    cJSON_Delete(np);
+    session_spec_free(s);
+    s = load("examples/minimal.yaml");
+    np = children_network_policy(s);
+    ASSERT_EQ_INT(cJSON_GetArraySize(at(np, "spec.egress")), 0); /* no egress at all */
+    ASSERT_EQ_STR(s_at(np, "spec.policyTypes[1]"), "Egress");
+    cJSON_Delete(np);
+    session_spec_free(s);
+}
+
+TEST(workspace_and_read_only_context)
+{
+    struct session_spec *s = load("examples/context-skills-memory.yaml");
+    cJSON *pvc = children_pvc(s, &cfg);
+    ASSERT_EQ_STR(s_at(pvc, "spec.accessModes[0]"), "ReadWriteOnce");
+    ASSERT_NOT_NULL(s_at(pvc, "spec.resources.requests.storage"));
+    cJSON_Delete(pvc);
+    cJSON *pod = children_sandbox_pod(s, &cfg);
+    const cJSON *m;
+    int ro = 0;
+    cJSON_ArrayForEach(m, at(pod, "spec.containers[0].volumeMounts"))
+    {
+        const char *p = s_at(m, "mountPath");
+        if (strncmp(p, SANDBOX_WORKSPACE "/input", strlen(SANDBOX_WORKSPACE "/input")) == 0 ||
+            strncmp(p, SANDBOX_WORKSPACE "/skills/", strlen(SANDBOX_WORKSPACE "/skills/")) == 0 ||
+            strcmp(p, SANDBOX_WORKSPACE "/simple.md") == 0) {
+            ASSERT_TRUE(b_at(m, "readOnly"));
+            ro++;
+        }
+    }
+    ASSERT_CMP_INT(ro, >=, 3);
+    cJSON_Delete(pod);
+    cJSON *cm = children_task_configmap(s);
+    ASSERT_CONTAINS(json_get(json_get(cm, "data"), "task.md")->valuestring, "# Task");
+    cJSON_Delete(cm);
+    session_spec_free(s);
+}
