@@ -1,0 +1,432 @@
+/* Unit tests for controller/reconcile: the decision table, without servers. */
+#include "harness.h"
+
+#include "base/mem.h"
+#include "controller/conditions.h"
+#include "controller/reconcile.h"
+#include "json/json.h"
+#include "yaml/yamljson.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static const struct children_config cfg = {
+    .runner_image = "tern:test",
+    .sandbox_image = "sandbox:default",
+    .etcd_endpoints = "http://127.0.0.1:2379",
+    .runner_service_account = "tern-runner",
+    .turn_backoff_limit = 4,
+    .job_ttl_seconds = 3600,
+};
+
+static struct session_spec *spec_from(const char *yaml)
+{
+    cJSON *obj = NULL;
+    struct tern_err e = {0};
+    if (yamljson_parse_one(yaml, strlen(yaml), NULL, &obj, &e))
+        th_fail(__FILE__, __LINE__, "yaml: %s", e.msg);
+    struct session_spec *s = NULL;
+    if (session_spec_parse(obj, &s, &e))
+        th_fail(__FILE__, __LINE__, "spec: %s", e.msg);
+    cJSON_Delete(obj);
+    return s;
+}
+
+#define SESSION_YAML(extra)                                                                        \
+    "apiVersion: tern.dev/v1alpha1\nkind: AgentSession\n"                                          \
+    "metadata: {name: s1, namespace: ns, uid: u-1, generation: 2}\n"                               \
+    "spec:\n  objective: do it\n" extra
+
+static struct reconcile_input base_input(const struct session_spec *s)
+{
+    struct reconcile_input in = {
+        .name = "s1",
+        .ns = "ns",
+        .uid = "u-1",
+        .generation = 2,
+        .has_finalizer = true,
+        .spec = s,
+        .pvc_exists = true,
+        .token_exists = true,
+        .task_exists = true,
+        .netpol_exists = true,
+        .new_token = "00ff",
+        .now = 1000000,
+        .cfg = &cfg,
+    };
+    return in;
+}
+
+/* Counts actions of a kind, optionally matching resource / type_name / reason. */
+static int count(const struct reconcile_output *o, enum reconcile_action_kind k, const char *what)
+{
+    int n = 0;
+    for (size_t i = 0; i < o->nactions; i++) {
+        const struct reconcile_action *a = &o->actions[i];
+        if (a->kind != k)
+            continue;
+        const char *s = k == RA_JOURNAL_APPEND ? a->type_name
+                        : k == RA_EVENT        ? a->reason
+                        : a->resource;
+        if (!what || (s && strcmp(s, what) == 0))
+            n++;
+    }
+    return n;
+}
+
+static const struct reconcile_action *find(const struct reconcile_output *o,
+                                           enum reconcile_action_kind k, const char *what)
+{
+    for (size_t i = 0; i < o->nactions; i++) {
+        const struct reconcile_action *a = &o->actions[i];
+        const char *s = k == RA_JOURNAL_APPEND ? a->type_name : k == RA_EVENT ? a->reason : a->resource;
+        if (a->kind == k && (!what || (s && strcmp(s, what) == 0)))
+            return a;
+    }
+    return NULL;
+}
+
+static const char *cond_status(const struct reconcile_output *o, const char *type)
+{
+    const cJSON *c = conditions_find(json_get(o->status, "conditions"), type);
+    const cJSON *s = json_get(c, "status");
+    return cJSON_IsString(s) ? s->valuestring : "absent";
+}
+
+TEST(invalid_spec_fails_without_children)
+{
+    struct reconcile_input in = base_input(NULL);
+    in.invalid = "spec.limits.maxToolCalls: must be >= 1";
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Failed");
+    ASSERT_EQ_INT(count(&o, RA_CREATE, NULL), 0);
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, NULL), 0);
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "InvalidSpec"), 1);
+    const cJSON *ready = conditions_find(json_get(o.status, "conditions"), "Ready");
+    ASSERT_EQ_STR(json_get(ready, "reason")->valuestring, "InvalidSpec");
+    ASSERT_EQ_STR(json_get(ready, "message")->valuestring, in.invalid);
+    ASSERT_EQ_STR(cond_status(&o, "Ready"), "False");
+    /* the same problem again: no second Warning */
+    struct reconcile_input again = in;
+    again.status = o.status;
+    struct reconcile_output o2;
+    reconcile_decide(&again, &o2);
+    ASSERT_EQ_INT(count(&o2, RA_EVENT, "InvalidSpec"), 0);
+    ASSERT_TRUE(json_equal(o.status, o2.status));
+    reconcile_output_done(&o2);
+    reconcile_output_done(&o);
+}
+
+TEST(fresh_session_journals_objective_and_creates_children)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.has_finalizer = false;
+    in.pvc_exists = in.token_exists = in.task_exists = in.netpol_exists = false;
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(o.actions[0].kind, RA_ADD_FINALIZER);
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, "user_message"), 1);
+    ASSERT_EQ_STR(find(&o, RA_JOURNAL_APPEND, "user_message")->key, "objective");
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/persistentvolumeclaims"), 1);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/secrets"), 1);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/configmaps"), 1);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "networking.k8s.io/v1/networkpolicies"), 1);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 0); /* after the journal moved */
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
+    ASSERT_EQ_STR(o.phase, "Pending");
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(pending_intent_brings_sandbox_then_turn)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.journal.last_seq = 1;
+    in.journal.messages = 1;
+    in.journal.intent_pending = true;
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 1);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
+    ASSERT_EQ_STR(o.phase, "Provisioning");
+    reconcile_output_done(&o);
+
+    char hash[17];
+    in.pod = (struct observed_pod){.exists = true, .phase = "Running", .ready = true,
+                                   .ip = "127.1.0.5", .sandbox_hash = children_sandbox_hash(s, &cfg, hash)};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 0);
+    const struct reconcile_action *job = find(&o, RA_CREATE, "batch/v1/jobs");
+    ASSERT_NOT_NULL(job);
+    ASSERT_EQ_STR(json_get(json_get(job->object, "metadata"), "name")->valuestring, "s1-t1");
+    ASSERT_EQ_STR(o.phase, "Running");
+    ASSERT_EQ_STR(json_get(json_get(o.status, "sandbox"), "address")->valuestring,
+                  "127.1.0.5:8080");
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "TurnStarted"), 1);
+    reconcile_output_done(&o);
+
+    /* the Job exists (turn 1 not yet journaled): no second Job */
+    in.job = (struct observed_job){.exists = true, .turn = 1};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
+    ASSERT_EQ_STR(o.phase, "Running");
+    ASSERT_EQ_STR(cond_status(&o, "TurnRunning"), "True");
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+static void waiting_for(struct reconcile_input *in, const char *id)
+{
+    in->journal.last_seq = 9;
+    in->journal.turn = 1;
+    in->journal.messages = 1;
+    in->journal.outcome = "approval";
+    in->journal.pending_id = id;
+    in->journal.pending_tool = "exec_command";
+    in->journal.pending_summary = "git push origin fix";
+    in->journal.pending_requested_at = in->now - 10;
+    in->journal.updated_at = in->now - 10;
+    in->job = (struct observed_job){.exists = true, .turn = 1, .complete = true};
+}
+
+TEST(matching_approval_is_journaled_and_annotations_removed)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    waiting_for(&in, "ap-1");
+    in.ann_approve = "ap-1";
+    in.ann_decided_by = "alice";
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *a = find(&o, RA_JOURNAL_APPEND, "approval_decided");
+    ASSERT_NOT_NULL(a);
+    ASSERT_EQ_STR(json_get(a->data, "decision")->valuestring, "approved");
+    ASSERT_EQ_STR(json_get(a->data, "decidedBy")->valuestring, "alice");
+    ASSERT_EQ_STR(a->key, "decision/ap-1");
+    const struct reconcile_action *rm = find(&o, RA_REMOVE_ANNOTATIONS, NULL);
+    ASSERT_NOT_NULL(rm);
+    ASSERT_EQ_STR(rm->keys[0], RECONCILE_ANN_APPROVE);
+    ASSERT_EQ_STR(rm->keys[1], RECONCILE_ANN_DECIDED_BY);
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "ApprovalGranted"), 1);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0); /* next pass */
+    reconcile_output_done(&o);
+
+    /* deny */
+    in.ann_approve = NULL;
+    in.ann_deny = "ap-1";
+    reconcile_decide(&in, &o);
+    a = find(&o, RA_JOURNAL_APPEND, "approval_decided");
+    ASSERT_EQ_STR(json_get(a->data, "decision")->valuestring, "denied");
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "ApprovalDenied"), 1);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(mismatched_approval_is_refused_and_removed)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    waiting_for(&in, "ap-1");
+    in.ann_approve = "ap-9";
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, NULL), 0);
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "ApprovalRejected"), 1);
+    ASSERT_CONTAINS(find(&o, RA_EVENT, "ApprovalRejected")->note, "ap-9 is not pending (pending: ap-1)");
+    ASSERT_EQ_INT(count(&o, RA_REMOVE_ANNOTATIONS, NULL), 1);
+    ASSERT_EQ_STR(o.phase, "WaitingForApproval");
+    reconcile_output_done(&o);
+
+    /* the decision already recorded (annotation removal was interrupted) */
+    in.journal.pending_id = NULL;
+    in.journal.last_decided_id = "ap-9";
+    in.journal.intent_pending = true;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "ApprovalRejected"), 0);
+    ASSERT_EQ_INT(count(&o, RA_REMOVE_ANNOTATIONS, NULL), 1);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(approval_timeout_denies_or_fails)
+{
+    struct session_spec *s =
+        spec_from(SESSION_YAML("  approval: {timeoutSeconds: 60, onTimeout: Deny}\n"));
+    struct reconcile_input in = base_input(s);
+    waiting_for(&in, "ap-1");
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, NULL), 0);
+    ASSERT_EQ_INT(o.requeue_after, 50); /* requested 10 s ago, 60 s timeout */
+    reconcile_output_done(&o);
+    in.now += 60;
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *a = find(&o, RA_JOURNAL_APPEND, "approval_decided");
+    ASSERT_NOT_NULL(a);
+    ASSERT_EQ_STR(json_get(a->data, "decision")->valuestring, "denied");
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, "turn_finished"), 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+
+    s = spec_from(SESSION_YAML("  approval: {timeoutSeconds: 60, onTimeout: Fail}\n"));
+    in.spec = s;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, "approval_decided"), 1);
+    a = find(&o, RA_JOURNAL_APPEND, "turn_finished");
+    ASSERT_NOT_NULL(a);
+    ASSERT_EQ_STR(json_get(a->data, "reason")->valuestring, "ApprovalTimeout");
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(final_answer_is_succeeded_and_completed)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 12, .turn = 1, .messages = 1,
+                                           .outcome = "completed", .updated_at = in.now,
+                                           .result_summary = "it works"};
+    in.job = (struct observed_job){.exists = true, .turn = 1, .complete = true};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Succeeded");
+    ASSERT_EQ_STR(cond_status(&o, "Completed"), "True");
+    ASSERT_EQ_STR(cond_status(&o, "Ready"), "True");
+    ASSERT_EQ_STR(json_get(json_get(o.status, "result"), "summary")->valuestring, "it works");
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "Completed"), 1);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, NULL), 0);
+    /* steady state: deciding again from the written status changes nothing */
+    struct reconcile_input again = in;
+    again.status = o.status;
+    again.now += 5;
+    struct reconcile_output o2;
+    reconcile_decide(&again, &o2);
+    ASSERT_TRUE(json_equal(o.status, o2.status));
+    ASSERT_EQ_INT(o2.nactions, 0);
+    reconcile_output_done(&o2);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(new_messages_become_intents_in_order)
+{
+    struct session_spec *s = spec_from(SESSION_YAML("  messages: [first, second]\n"));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 12, .turn = 1, .messages = 2,
+                                           .outcome = "completed", .updated_at = in.now};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, "user_message"), 1); /* first is done */
+    const struct reconcile_action *a = find(&o, RA_JOURNAL_APPEND, "user_message");
+    ASSERT_EQ_STR(a->key, "message/1");
+    ASSERT_EQ_STR(json_get(a->data, "text")->valuestring, "second");
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(failed_job_without_turn_end_is_journaled_as_error)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 5, .turn = 1, .messages = 1};
+    in.job = (struct observed_job){.exists = true, .turn = 1, .failed = true,
+                                   .failed_reason = "PodFailurePolicy", .failed_pods = 1};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *a = find(&o, RA_JOURNAL_APPEND, "turn_finished");
+    ASSERT_NOT_NULL(a);
+    ASSERT_EQ_STR(json_get(a->data, "outcome")->valuestring, "error");
+    ASSERT_EQ_INT(a->turn, 1);
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "TurnFailed"), 1);
+    reconcile_output_done(&o);
+    in.journal.outcome = "error";
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Failed");
+    ASSERT_EQ_STR(cond_status(&o, "Failed"), "True");
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, NULL), 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(idle_sandbox_is_parked_and_suspend_removes_it)
+{
+    struct session_spec *s = spec_from(SESSION_YAML("  sandbox: {idleSuspendSeconds: 300}\n"));
+    struct reconcile_input in = base_input(s);
+    waiting_for(&in, "ap-1");
+    char hash[17];
+    in.pod = (struct observed_pod){.exists = true, .phase = "Running", .ready = true,
+                                   .ip = "127.1.0.5", .sandbox_hash = children_sandbox_hash(s, &cfg, hash)};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 0);
+    ASSERT_EQ_INT(o.requeue_after, 290); /* idle for 10 of 300 s (approval: 1 day) */
+    reconcile_output_done(&o);
+    in.now = in.journal.updated_at + 300;
+    in.journal.pending_requested_at = in.now; /* keep the approval timeout out of the way */
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 1);
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "SandboxParked"), 1);
+    ASSERT_EQ_STR(o.phase, "WaitingForApproval");
+    reconcile_output_done(&o);
+    session_spec_free(s);
+
+    s = spec_from(SESSION_YAML("  suspend: true\n"));
+    in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 3, .turn = 1, .messages = 1,
+                                           .outcome = "completed", .intent_pending = true,
+                                           .updated_at = in.now};
+    in.pod = (struct observed_pod){.exists = true, .phase = "Running", .ready = true,
+                                   .ip = "127.1.0.5", .sandbox_hash = children_sandbox_hash(s, &cfg, hash)};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 1);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
+    ASSERT_EQ_STR(o.phase, "Suspended");
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(changed_sandbox_spec_recreates_the_pod_between_turns)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 3, .turn = 1, .messages = 1,
+                                           .outcome = "completed", .intent_pending = true,
+                                           .updated_at = in.now};
+    in.pod = (struct observed_pod){.exists = true, .phase = "Running", .ready = true,
+                                   .ip = "127.1.0.5", .sandbox_hash = "0000000000000000"};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 1);
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, "sandbox_switched"), 1);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
+    reconcile_output_done(&o);
+    /* the same while a turn runs: left alone */
+    in.job = (struct observed_job){.exists = true, .turn = 2};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, NULL), 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(deletion_removes_journal_then_finalizer)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.deleting = true;
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(o.nactions, 2);
+    ASSERT_EQ_INT(o.actions[0].kind, RA_DELETE_JOURNAL);
+    ASSERT_EQ_INT(o.actions[1].kind, RA_REMOVE_FINALIZER);
+    ASSERT_NULL(o.status);
+    reconcile_output_done(&o);
+    in.retain_journal = true;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(o.nactions, 1);
+    ASSERT_EQ_INT(o.actions[0].kind, RA_REMOVE_FINALIZER);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
