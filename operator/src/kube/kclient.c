@@ -319,7 +319,8 @@ static int exchange(struct kclient *c, const struct exchange *x, struct httpc_re
             wait = backoff(c, attempt);
         }
         if (wait < 0 || attempt >= c->o.max_retries) {
-            if (r && err) {
+            /* a stop requested by an on_line callback keeps the callback's err */
+            if (r && err && te.code) {
                 err->e = te;
                 err->http_status = resp->status;
             }
