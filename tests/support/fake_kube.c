@@ -63,6 +63,8 @@ struct fake_kube {
     bool split;
     unsigned watch_gen, bookmark_gen;
     bool stopping;
+    bool end_clean; /* the last watch_gen bump ends streams cleanly */
+    bool paused;    /* watches hold back events */
     int watchers;
     struct freq *reqs;
     size_t nreqs;
@@ -397,15 +399,16 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *out, size_t max)
     pthread_mutex_lock(&fk->mu);
     for (;;) {
         if (fk->stopping || w->gen != fk->watch_gen) {
+            bool clean = !fk->stopping && fk->end_clean;
             pthread_mutex_unlock(&fk->mu);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
+            return clean ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
         }
         if (w->deadline_ms && now_ms() >= w->deadline_ms) {
             pthread_mutex_unlock(&fk->mu);
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
         bool got = false;
-        while (w->log_idx < fk->nlog) {
+        while (!fk->paused && w->log_idx < fk->nlog) {
             struct fev *e = &fk->log[w->log_idx++];
             if (strcmp(e->coll, w->coll) != 0 || (w->ns[0] && strcmp(e->ns, w->ns) != 0))
                 continue;
@@ -1117,15 +1120,27 @@ void fake_kube_split_watch(struct fake_kube *fk, bool on)
 void fake_kube_compact(struct fake_kube *fk)
 {
     pthread_mutex_lock(&fk->mu);
-    fk->floor = fk->rv + 1;
+    fk->rv++; /* as if another resource changed: every older version is gone */
+    fk->floor = fk->rv;
+    fk->end_clean = true;
+    fk->paused = false;
     fk->watch_gen++;
     pthread_cond_broadcast(&fk->cond);
+    pthread_mutex_unlock(&fk->mu);
+}
+
+void fake_kube_pause_watches(struct fake_kube *fk)
+{
+    pthread_mutex_lock(&fk->mu);
+    fk->paused = true;
     pthread_mutex_unlock(&fk->mu);
 }
 
 void fake_kube_close_watches(struct fake_kube *fk)
 {
     pthread_mutex_lock(&fk->mu);
+    fk->end_clean = false;
+    fk->paused = false;
     fk->watch_gen++;
     pthread_cond_broadcast(&fk->cond);
     pthread_mutex_unlock(&fk->mu);

@@ -42,8 +42,12 @@ void fake_kube_inject(struct fake_kube *fk, const char *method, const char *pref
                       const char *body, int retry_after, int times);
 /* Watch lines are written in two pieces with a pause between them. */
 void fake_kube_split_watch(struct fake_kube *fk, bool on);
-/* Watches from versions older than now get 410; open watches are closed. */
+/* Compaction: the version moves on by one and watches or continue tokens
+ * from any older version get 410 Expired; open watches end cleanly (as at
+ * their timeoutSeconds) and are resumed by clients from their old version. */
 void fake_kube_compact(struct fake_kube *fk);
+/* Open watches hold back events until fake_kube_compact/close_watches. */
+void fake_kube_pause_watches(struct fake_kube *fk);
 /* Closes open watch streams abruptly (connection reset mid-stream). */
 void fake_kube_close_watches(struct fake_kube *fk);
 /* Sends a BOOKMARK (current version) to every watch that asked for them. */
