@@ -38,6 +38,9 @@
 /* Errors */
 #define TERN_ERRMSG_MAX            512
 
+/* yaml/yamljson */
+#define TERN_YAML_MAX_EXPANDED_BYTES (64u << 20) /* scalar+key bytes after alias expansion */
+
 /* Kubernetes client (kube/) */
 #define TERN_KUBE_MAX_KUBECONFIG   (1u << 20)  /* a kubeconfig file */
 #define TERN_KUBE_MAX_TOKEN_FILE   (64u << 10) /* a service-account / tokenFile token */
