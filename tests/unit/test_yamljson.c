@@ -270,3 +270,27 @@ TEST(yaml_kubeconfig_shape)
     ASSERT_EQ_STR(json_get(j, "current-context")->valuestring, "c");
     cJSON_Delete(j);
 }
+
+TEST_T(yaml_many_anchors_stay_fast, 20)
+{
+    /* 100000 anchors, then 1000 aliases to the first and the last: lookups
+     * must not scan the anchor list */
+    struct buf_like {
+        char *s;
+        size_t n, cap;
+    } b = {.cap = 4u << 20};
+    b.s = xmalloc(b.cap);
+    for (int i = 0; i < 100000; i++)
+        b.n += (size_t)snprintf(b.s + b.n, b.cap - b.n, "- &a%d %d\n", i, i);
+    for (int i = 0; i < 500; i++)
+        b.n += (size_t)snprintf(b.s + b.n, b.cap - b.n, "- *a0\n- *a99999\n");
+    cJSON *j = NULL;
+    struct tern_err e = {0};
+    ASSERT_OK(yamljson_parse_one(b.s, b.n, NULL, &j, &e));
+    ASSERT_EQ_INT(cJSON_GetArraySize(j), 101000);
+    char *last = json_print(cJSON_GetArrayItem(j, 100999));
+    ASSERT_EQ_STR(last, "99999");
+    free(last);
+    cJSON_Delete(j);
+    free(b.s);
+}

@@ -34,6 +34,8 @@ struct yp {
     unsigned aliases;
     struct anchor *anchors;
     size_t nanchors, capanchors;
+    size_t *ahash; /* name -> index + 1 of the latest definition */
+    size_t ahcap, ahn;
     char path[512];
     struct tern_err *err;
 };
@@ -107,6 +109,11 @@ static int account(struct yp *y, size_t nodes, size_t bytes)
 
 /* ---- anchors ---- */
 
+static uint64_t hash_str(const char *s);
+
+/* Anchors live in an array (definition order); an open-addressing table maps
+ * a name to the index of its latest definition, so lookups stay O(1) however
+ * many anchors a document defines. */
 static void anchors_clear(struct yp *y)
 {
     for (size_t i = 0; i < y->nanchors; i++) {
@@ -115,15 +122,27 @@ static void anchors_clear(struct yp *y)
         cJSON_Delete(y->anchors[i].node);
     }
     y->nanchors = 0;
+    if (y->ahash)
+        memset(y->ahash, 0, y->ahcap * sizeof *y->ahash);
+    y->ahn = 0;
+}
+
+/* The slot for name in the table (holding index + 1, or 0 if absent). */
+static size_t *anchor_slot(struct yp *y, const char *name)
+{
+    size_t j = hash_str(name) & (y->ahcap - 1);
+    while (y->ahash[j] && strcmp(y->anchors[y->ahash[j] - 1].name, name) != 0)
+        j = (j + 1) & (y->ahcap - 1);
+    return &y->ahash[j];
 }
 
 /* The latest definition of name (YAML lets an anchor be redefined), or NULL. */
 static struct anchor *anchor_find(struct yp *y, const char *name)
 {
-    for (size_t i = y->nanchors; i-- > 0;)
-        if (strcmp(y->anchors[i].name, name) == 0)
-            return &y->anchors[i];
-    return NULL;
+    if (!y->ahcap)
+        return NULL;
+    size_t v = *anchor_slot(y, name);
+    return v ? &y->anchors[v - 1] : NULL;
 }
 
 /* Starts an anchor definition; returns its index. */
@@ -133,8 +152,26 @@ static size_t anchor_begin(struct yp *y, const char *name)
         y->capanchors = y->capanchors ? y->capanchors * 2 : 16;
         y->anchors = xreallocarray(y->anchors, y->capanchors, sizeof *y->anchors);
     }
-    y->anchors[y->nanchors] = (struct anchor){.name = xstrdup(name)};
-    return y->nanchors++;
+    size_t idx = y->nanchors++;
+    y->anchors[idx] = (struct anchor){.name = xstrdup(name)};
+    if ((y->ahn + 1) * 2 > y->ahcap) {
+        size_t *old = y->ahash, oldcap = y->ahcap;
+        y->ahcap = oldcap ? oldcap * 2 : 32;
+        y->ahash = xcalloc(y->ahcap, sizeof *y->ahash);
+        y->ahn = 0;
+        for (size_t i = 0; i < oldcap; i++) {
+            if (!old[i])
+                continue;
+            *anchor_slot(y, y->anchors[old[i] - 1].name) = old[i];
+            y->ahn++;
+        }
+        free(old);
+    }
+    size_t *slot = anchor_slot(y, name);
+    if (!*slot)
+        y->ahn++;
+    *slot = idx + 1;
+    return idx;
 }
 
 /* Completes anchor idx with a copy of node. The copy counts as expansion. */
@@ -836,6 +873,7 @@ out:
     cJSON_Delete(docs);
     anchors_clear(&y);
     free(y.anchors);
+    free(y.ahash);
     if (y.have_ev)
         yaml_event_delete(&y.ev);
     yaml_parser_delete(&y.parser);

@@ -1,0 +1,374 @@
+/* Informer and event recorder tests against the fake API server: list then
+ * watch, handlers, indexes, 410 relist without spurious work, a server
+ * restart under a running informer, bookmarks, event series. */
+#include "harness.h"
+
+#include "../support/fake_kube.c"
+
+#include "base/mem.h"
+#include "json/json.h"
+#include "kube/informer.h"
+#include "kube/kclient.h"
+#include "kube/kubeconfig.h"
+#include "kube/recorder.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static const struct kgvr AGS = {"tern.dev", "v1alpha1", "agentsessions"};
+#define AGS_COLL "/apis/tern.dev/v1alpha1/namespaces/team-a/agentsessions"
+#define PODS_COLL "/api/v1/namespaces/team-a/pods"
+
+#define WAIT_FOR(cond, ms)                                                                         \
+    do {                                                                                           \
+        long long wf_end_ = now_ms() + (ms);                                                       \
+        while (!(cond)) {                                                                          \
+            if (now_ms() > wf_end_)                                                                \
+                th_fail(__FILE__, __LINE__, "timed out waiting for %s", #cond);                    \
+            struct timespec wf_ts_ = {0, 5000000};                                                 \
+            nanosleep(&wf_ts_, NULL);                                                              \
+        }                                                                                          \
+    } while (0)
+
+static struct kubeconfig *config_for(const char *server)
+{
+    char *doc = xasprintf(
+        "{\"current-context\":\"t\",\"contexts\":[{\"name\":\"t\",\"context\":{\"cluster\":\"c\"}}],"
+        "\"clusters\":[{\"name\":\"c\",\"cluster\":{\"server\":\"%s\"}}]}",
+        server);
+    struct kubeconfig *c = NULL;
+    struct tern_err e = {0};
+    if (kubeconfig_parse(doc, strlen(doc), NULL, NULL, &c, &e))
+        th_fail(__FILE__, __LINE__, "kubeconfig: %s", e.msg);
+    free(doc);
+    return c;
+}
+
+#define obj_of(fmt, name, extra) parse_obj(xasprintf(fmt, name, extra))
+static cJSON *parse_obj(char *s)
+{
+    cJSON *o = NULL;
+    if (json_parse(s, strlen(s), &o, NULL))
+        th_fail(__FILE__, __LINE__, "bad JSON %s", s);
+    free(s);
+    return o;
+}
+
+static void put_session(struct fake_kube *fk, const char *name, const char *objective)
+{
+    cJSON *o = obj_of("{\"apiVersion\":\"tern.dev/v1alpha1\",\"kind\":\"AgentSession\","
+                      "\"metadata\":{\"name\":\"%s\",\"managedFields\":[{\"manager\":\"x\"}]},"
+                      "\"spec\":{\"objective\":\"%s\"}}",
+                      name, objective);
+    fake_kube_upsert(fk, AGS_COLL, o);
+    cJSON_Delete(o);
+}
+
+struct counts {
+    atomic_int adds, updates, deletes, resyncs;
+    char last_deleted[64];
+};
+
+static void on_add(void *ctx, const cJSON *o)
+{
+    (void)o;
+    atomic_fetch_add(&((struct counts *)ctx)->adds, 1);
+}
+
+static void on_update(void *ctx, const cJSON *a, const cJSON *b)
+{
+    struct counts *c = ctx;
+    if (a == b)
+        atomic_fetch_add(&c->resyncs, 1);
+    else
+        atomic_fetch_add(&c->updates, 1);
+}
+
+static void on_delete(void *ctx, const cJSON *o)
+{
+    struct counts *c = ctx;
+    const cJSON *n = json_get(json_get(o, "metadata"), "name");
+    snprintf(c->last_deleted, sizeof c->last_deleted, "%s", n ? n->valuestring : "");
+    atomic_fetch_add(&c->deletes, 1);
+}
+
+static struct informer *start_informer(struct kubeconfig *cfg, struct counts *c)
+{
+    struct informer_opts o = {.gvr = AGS, .namespace = "team-a", .page_size = 2,
+                              .backoff_ms = 20, .max_backoff_ms = 200, .watch_timeout_s = 30,
+                              .client = {.backoff_ms = 10, .max_backoff_ms = 100}};
+    struct informer_handlers h = {on_add, on_update, on_delete, c};
+    struct informer *inf = informer_new(cfg, &o, &h);
+    ASSERT_OK(informer_start(inf));
+    ASSERT_OK(informer_wait_synced(inf, 5000));
+    return inf;
+}
+
+static bool rv_is(struct informer *inf, long long want)
+{
+    char *rv = informer_resource_version(inf);
+    char w[32];
+    snprintf(w, sizeof w, "%lld", want);
+    bool ok = strcmp(rv, w) == 0;
+    free(rv);
+    return ok;
+}
+
+static const char *objective_of(const cJSON *o)
+{
+    const cJSON *v = json_get(json_get(o, "spec"), "objective");
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+TEST(informer_lists_watches_and_indexes)
+{
+    struct fake_kube *fk = fake_kube_start();
+    for (int i = 0; i < 5; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "s%d", i);
+        put_session(fk, n, "one");
+    }
+    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct counts c = {0};
+    struct informer *inf = start_informer(cfg, &c);
+    ASSERT_EQ_INT(informer_len(inf), 5);
+    ASSERT_EQ_INT(atomic_load(&c.adds), 5);
+    /* paged: 5 objects, pages of 2 -> 3 list requests, then the watch */
+    struct informer_stats st;
+    informer_get_stats(inf, &st);
+    ASSERT_EQ_INT(st.lists, 1);
+    char *q = NULL;
+    WAIT_FOR(fake_kube_watchers(fk) == 1, 5000);
+    ASSERT_EQ_INT(fake_kube_count(fk, "GET", AGS_COLL), 4);
+    fake_kube_last(fk, "GET", AGS_COLL, &q, NULL);
+    ASSERT_CONTAINS(q, "watch=true");
+    ASSERT_CONTAINS(q, "allowWatchBookmarks=true");
+    /* managedFields are not cached */
+    cJSON *got = informer_get(inf, "team-a", "s1");
+    ASSERT_NOT_NULL(got);
+    ASSERT_NULL(json_get(json_get(got, "metadata"), "managedFields"));
+    cJSON_Delete(got);
+    /* changes arrive through the watch */
+    put_session(fk, "s1", "two");
+    put_session(fk, "s9", "new");
+    fake_kube_remove(fk, AGS_COLL, "s0");
+    WAIT_FOR(rv_is(inf, fake_kube_rv(fk)), 5000);
+    ASSERT_EQ_INT(atomic_load(&c.adds), 6);
+    ASSERT_EQ_INT(atomic_load(&c.updates), 1);
+    ASSERT_EQ_INT(atomic_load(&c.deletes), 1);
+    ASSERT_EQ_STR(c.last_deleted, "s0");
+    got = informer_get(inf, "team-a", "s1");
+    ASSERT_EQ_STR(objective_of(got), "two");
+    cJSON_Delete(got);
+    ASSERT_NULL(informer_get(inf, "team-a", "s0"));
+    /* bookmarks advance the tracked version without handler calls */
+    fake_kube_bookmark(fk);
+    WAIT_FOR(rv_is(inf, fake_kube_rv(fk)), 5000);
+    informer_get_stats(inf, &st);
+    ASSERT_EQ_INT(st.bookmarks, 1);
+    /* resync: on_update(obj, obj) for each object, no request */
+    int reqs = fake_kube_count(fk, NULL, "/");
+    informer_resync(inf);
+    ASSERT_EQ_INT(atomic_load(&c.resyncs), 5);
+    ASSERT_EQ_INT(fake_kube_count(fk, NULL, "/"), reqs);
+    informer_free(inf);
+    kubeconfig_free(cfg);
+    fake_kube_free(fk);
+}
+
+static int count_cb(void *ctx, const cJSON *o)
+{
+    (void)o;
+    (*(int *)ctx)++;
+    return 0;
+}
+
+TEST(informer_owner_index)
+{
+    struct fake_kube *fk = fake_kube_start();
+#define pod "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\"," \
+            "\"ownerReferences\":[%s]}}"
+    cJSON *p1 = obj_of(pod, "p1", "{\"uid\":\"owner-a\",\"kind\":\"AgentSession\",\"name\":\"a\",\"apiVersion\":\"tern.dev/v1alpha1\"}");
+    cJSON *p2 = obj_of(pod, "p2", "{\"uid\":\"owner-a\",\"kind\":\"AgentSession\",\"name\":\"a\",\"apiVersion\":\"tern.dev/v1alpha1\"}");
+    cJSON *p3 = obj_of(pod, "p3", "{\"uid\":\"owner-b\",\"kind\":\"AgentSession\",\"name\":\"b\",\"apiVersion\":\"tern.dev/v1alpha1\"}");
+    fake_kube_upsert(fk, PODS_COLL, p1);
+    fake_kube_upsert(fk, PODS_COLL, p2);
+    fake_kube_upsert(fk, PODS_COLL, p3);
+    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct informer_opts o = {.gvr = {"", "v1", "pods"}, .backoff_ms = 20};
+    struct informer *inf = informer_new(cfg, &o, NULL);
+    ASSERT_OK(informer_start(inf));
+    ASSERT_OK(informer_wait_synced(inf, 5000));
+    int n = 0;
+    informer_each_owned(inf, "owner-a", count_cb, &n);
+    ASSERT_EQ_INT(n, 2);
+    /* re-owning p2 moves it between index entries */
+    cJSON *p2b = obj_of(pod, "p2", "{\"uid\":\"owner-b\",\"kind\":\"AgentSession\",\"name\":\"b\",\"apiVersion\":\"tern.dev/v1alpha1\"}");
+    fake_kube_upsert(fk, PODS_COLL, p2b);
+    fake_kube_remove(fk, PODS_COLL, "p3");
+    WAIT_FOR(rv_is(inf, fake_kube_rv(fk)), 5000);
+    n = 0;
+    informer_each_owned(inf, "owner-a", count_cb, &n);
+    ASSERT_EQ_INT(n, 1);
+    n = 0;
+    informer_each_owned(inf, "owner-b", count_cb, &n);
+    ASSERT_EQ_INT(n, 1);
+    n = 0;
+    informer_each(inf, count_cb, &n);
+    ASSERT_EQ_INT(n, 2);
+    informer_free(inf);
+    cJSON_Delete(p1);
+    cJSON_Delete(p2);
+    cJSON_Delete(p2b);
+    cJSON_Delete(p3);
+    kubeconfig_free(cfg);
+    fake_kube_free(fk);
+}
+
+TEST(informer_relists_on_410_without_spurious_events)
+{
+    struct fake_kube *fk = fake_kube_start();
+    for (int i = 0; i < 6; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "s%d", i);
+        put_session(fk, n, "one");
+    }
+    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct counts c = {0};
+    struct informer *inf = start_informer(cfg, &c);
+    WAIT_FOR(fake_kube_watchers(fk) == 1, 5000);
+    /* while the watch holds events back: one change, one delete, one add;
+     * then compaction ends the stream and the informer's version is gone, so
+     * resuming the watch gets 410 Expired and the informer relists */
+    fake_kube_pause_watches(fk);
+    put_session(fk, "s2", "changed");
+    fake_kube_remove(fk, AGS_COLL, "s3");
+    put_session(fk, "s7", "new");
+    int gets = fake_kube_count(fk, "GET", AGS_COLL);
+    fake_kube_compact(fk);
+    struct informer_stats st;
+    WAIT_FOR(rv_is(inf, fake_kube_rv(fk)) && atomic_load(&c.adds) == 7, 10000);
+    informer_get_stats(inf, &st);
+    ASSERT_EQ_INT(st.relists, 1);
+    /* rewatch (410) + a 3-page relist + the new watch */
+    WAIT_FOR(fake_kube_count(fk, "GET", AGS_COLL) == gets + 5, 5000);
+    ASSERT_EQ_INT(atomic_load(&c.adds), 7);    /* 6 + s7 */
+    ASSERT_EQ_INT(atomic_load(&c.updates), 1); /* s2 only: unchanged objects cost nothing */
+    ASSERT_EQ_INT(atomic_load(&c.deletes), 1); /* s3, with its last state */
+    ASSERT_EQ_STR(c.last_deleted, "s3");
+    ASSERT_EQ_INT(informer_len(inf), 6);
+    /* and the new watch works */
+    put_session(fk, "s4", "after");
+    WAIT_FOR(atomic_load(&c.updates) == 2, 5000);
+    informer_free(inf);
+    kubeconfig_free(cfg);
+    fake_kube_free(fk);
+}
+
+TEST(informer_survives_server_restart)
+{
+    struct fake_kube *fk = fake_kube_start();
+    put_session(fk, "a", "one");
+    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct counts c = {0};
+    struct informer *inf = start_informer(cfg, &c);
+    WAIT_FOR(fake_kube_watchers(fk) == 1, 5000);
+    /* the server goes away for a while (list/watch attempts fail) */
+    fake_kube_stop(fk);
+    put_session(fk, "a", "two");
+    put_session(fk, "b", "new");
+    struct informer_stats st;
+    informer_get_stats(inf, &st);
+    unsigned long errs = st.errors;
+    WAIT_FOR((informer_get_stats(inf, &st), st.errors >= errs + 2), 5000);
+    ASSERT_OK(fake_kube_restart(fk));
+    WAIT_FOR(rv_is(inf, fake_kube_rv(fk)), 10000);
+    cJSON *a = informer_get(inf, "team-a", "a");
+    ASSERT_EQ_STR(objective_of(a), "two");
+    cJSON_Delete(a);
+    ASSERT_EQ_INT(atomic_load(&c.adds), 2);
+    ASSERT_EQ_INT(atomic_load(&c.updates), 1);
+    /* stopping while the watch is open returns promptly */
+    WAIT_FOR(fake_kube_watchers(fk) == 1, 5000);
+    long long t0 = now_ms();
+    informer_stop(inf);
+    ASSERT_CMP_INT(now_ms() - t0, <, 3000);
+    informer_free(inf);
+    kubeconfig_free(cfg);
+    fake_kube_free(fk);
+}
+
+TEST(informer_watch_cut_mid_line)
+{
+    struct fake_kube *fk = fake_kube_start();
+    fake_kube_split_watch(fk, true);
+    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct counts c = {0};
+    struct informer *inf = start_informer(cfg, &c);
+    WAIT_FOR(fake_kube_watchers(fk) == 1, 5000);
+    for (int i = 0; i < 5; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "x%d", i);
+        put_session(fk, n, "cut");
+    }
+    WAIT_FOR(atomic_load(&c.adds) == 5, 5000);
+    struct informer_stats st;
+    informer_get_stats(inf, &st);
+    ASSERT_EQ_INT(st.errors, 0);
+    ASSERT_EQ_INT(st.relists, 0);
+    informer_free(inf);
+    kubeconfig_free(cfg);
+    fake_kube_free(fk);
+}
+
+/* ---- events ---- */
+
+TEST(recorder_aggregates_repeats_into_a_series)
+{
+    struct fake_kube *fk = fake_kube_start();
+    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct recorder_opts o = {.controller = "tern.dev/operator", .instance = "op-0",
+                              .series_flush_ms = 60000};
+    struct recorder *r = recorder_new(cfg, &o);
+    ASSERT_NOT_NULL(r);
+    struct recorder_ref ref = {"tern.dev/v1alpha1", "AgentSession", "team-a", "s1", "uid-1"};
+    for (int i = 0; i < 5; i++)
+        ASSERT_OK(recorder_event(r, &ref, "Warning", "SandboxNotReady", "Reconcile",
+                                 "pod %s not ready", "s1-sandbox"));
+    ASSERT_OK(recorder_event(r, &ref, "Normal", "TurnStarted", "StartTurn", "turn %d", 1));
+    ASSERT_EQ_INT(recorder_event(r, &ref, "Bogus", "X", "Y", "z"), -EINVAL);
+    ASSERT_EQ_INT(recorder_event(r, &ref, "Normal", "has space", "Y", "z"), -EINVAL);
+    recorder_flush(r);
+    struct recorder_stats st;
+    recorder_get_stats(r, &st);
+    ASSERT_EQ_INT(st.created, 2);
+    ASSERT_EQ_INT(st.patched, 1);
+    ASSERT_EQ_INT(fake_kube_count(fk, "POST", "/apis/events.k8s.io/v1/namespaces/team-a/events"), 2);
+    char *ct = NULL;
+    char *body = fake_kube_last(fk, "PATCH", "/apis/events.k8s.io/v1/namespaces/team-a/events/", NULL, &ct);
+    ASSERT_CONTAINS(body, "\"count\":5");
+    ASSERT_CONTAINS(body, "lastObservedTime");
+    ASSERT_EQ_STR(ct, "application/merge-patch+json");
+    char *post = fake_kube_last(fk, "POST", "/apis/events.k8s.io/", NULL, NULL);
+    ASSERT_CONTAINS(post, "\"reportingController\":\"tern.dev/operator\"");
+    ASSERT_CONTAINS(post, "\"reportingInstance\":\"op-0\"");
+    ASSERT_CONTAINS(post, "\"action\":\"StartTurn\"");
+    ASSERT_CONTAINS(post, "\"regarding\":{\"apiVersion\":\"tern.dev/v1alpha1\",\"kind\":\"AgentSession\"");
+    ASSERT_CONTAINS(post, "\"eventTime\":\"");
+    /* a long note is cut to 1 kB */
+    char big[3000];
+    memset(big, 'n', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    ASSERT_OK(recorder_event(r, &ref, "Normal", "Long", "Note", "%s", big));
+    recorder_flush(r);
+    post = fake_kube_last(fk, "POST", "/apis/events.k8s.io/", NULL, NULL);
+    cJSON *ev = NULL;
+    ASSERT_OK(json_parse(post, strlen(post), &ev, NULL));
+    ASSERT_EQ_INT(strlen(json_get(ev, "note")->valuestring), 1024);
+    cJSON_Delete(ev);
+    recorder_free(r);
+    kubeconfig_free(cfg);
+    fake_kube_free(fk);
+}
