@@ -767,6 +767,16 @@ static int map_error(long status, const cJSON *body, bool *unavailable, struct t
 
 enum call_kind { CALL_READ, CALL_WRITE };
 
+/* Turns the transport error in err into "outcome unknown", keeping its text
+ * (err_wrap keeps the original code, so set it here). */
+static int outcome_unknown(struct tern_err *err, const char *path)
+{
+    err_wrap(err, TERN_EUNKNOWN, "etcd %s: outcome unknown", path);
+    if (err)
+        err->code = TERN_EUNKNOWN;
+    return TERN_EUNKNOWN;
+}
+
 static int authenticate(struct etcd *c, struct httpc *h, const char *ep, atomic_bool *cancel,
                         struct tern_err *err)
 {
@@ -877,14 +887,17 @@ static int call(struct etcd *c, const char *path, const char *body, size_t body_
         if (r) {
             broken = true;
             if (r == -ECANCELED) {
-                if (kind == CALL_WRITE && resp.sent)
+                if (kind == CALL_WRITE)
                     r = err_set(err, TERN_EUNKNOWN, "etcd %s: cancelled after sending", path);
                 goto done;
             }
             if (r == TERN_ETOOLARGE)
                 goto done;
-            if (kind == CALL_WRITE && resp.sent) {
-                r = err_wrap(err, TERN_EUNKNOWN, "etcd %s: outcome unknown", path);
+            /* only a refused/failed connect proves the request was not
+             * sent (libcurl's upload counter does not cover a body sent
+             * along with the headers, so resp.sent alone is not enough) */
+            if (kind == CALL_WRITE && (resp.sent || r != TERN_EUNREACHABLE)) {
+                r = outcome_unknown(err, path);
                 goto done;
             }
             next = true;
@@ -916,7 +929,7 @@ static int call(struct etcd *c, const char *path, const char *body, size_t body_
             retry_same = true;
         } else if (unavailable) {
             if (kind == CALL_WRITE)
-                r = err_wrap(err, TERN_EUNKNOWN, "etcd %s: outcome unknown", path);
+                r = outcome_unknown(err, path);
             else
                 next = true;
         }

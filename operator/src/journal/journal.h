@@ -3,7 +3,8 @@
  * Keys per session UID (see docs/journal.md for the full schema):
  *   /tern/v1/s/<uid>/meta                 {"namespace","name","createdAt"}
  *   /tern/v1/s/<uid>/ev/<seq %016x>       one event (JSON), never rewritten
- *   /tern/v1/s/<uid>/ev/<seq>/c/<id>/<i>  chunks of an oversize event's data
+ *   /tern/v1/s/<uid>/ch/<seq %016x>/<id>/<i %04x>
+ *                                         chunks of an oversize event's data
  *   /tern/v1/s/<uid>/sum                  the summary (a fold over the events)
  *   /tern/v1/s/<uid>/lock                 the turn lock, bound to a lease
  *
@@ -209,6 +210,16 @@ int journal_append(struct journal *j, const struct journal_append_req *req, uint
  * appends again. Returns 0, or an etcd error (still unresolved). */
 int journal_resolve(struct journal *j, bool *ret_committed, uint64_t *ret_seq,
                     struct tern_err *err);
+
+/* Counters of one handle (for tests, metrics and the benchmark). */
+struct journal_stats {
+    uint64_t appends;          /* committed appends */
+    uint64_t unknown_outcomes; /* commit replies lost, resolved by read-back */
+    uint64_t resends;          /* commits re-sent after a read-back found them absent */
+    uint64_t retries;          /* retries after etcd was unreachable */
+    uint64_t chunked;          /* appends stored in chunks */
+};
+void journal_get_stats(const struct journal *j, struct journal_stats *ret);
 
 /* Re-reads sum after TERN_EFENCED (adopting the other writer's progress). */
 int journal_refresh(struct journal *j, struct tern_err *err);
