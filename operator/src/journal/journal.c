@@ -299,6 +299,9 @@ void journal_summary_done(struct journal_summary *s)
     pending_done(&s->pending);
     free(s->outcome);
     free(s->updated);
+    free(s->last_decided);
+    free(s->result);
+    cJSON_Delete(s->artifacts);
     memset(s, 0, sizeof *s);
 }
 
@@ -316,6 +319,9 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
     dst->pending.requested_at = sdup(src->pending.requested_at);
     dst->outcome = sdup(src->outcome);
     dst->updated = sdup(src->updated);
+    dst->last_decided = sdup(src->last_decided);
+    dst->result = sdup(src->result);
+    dst->artifacts = src->artifacts ? json_dup(src->artifacts) : NULL;
 }
 
 static void set_str(char **dst, const char *v)
@@ -355,9 +361,11 @@ int journal_summary_apply(struct journal_summary *s, const struct journal_event 
     switch (ev->type) {
     case JOURNAL_EV_USER_MESSAGE:
         s->messages = sat_add(s->messages, 1);
+        s->intent = true;
         break;
     case JOURNAL_EV_TURN_STARTED:
         set_str(&s->outcome, NULL);
+        s->intent = false;
         break;
     case JOURNAL_EV_MODEL_RESPONSE: {
         s->usage.model_turns = sat_add(s->usage.model_turns, 1);
@@ -384,11 +392,21 @@ int journal_summary_apply(struct journal_summary *s, const struct journal_event 
         const char *id = data_str(d, "id");
         if (s->pending.id && id && strcmp(id, s->pending.id) == 0)
             pending_done(&s->pending);
+        set_str(&s->last_decided, id);
+        s->intent = true;
         break;
     }
-    case JOURNAL_EV_TURN_FINISHED:
-        set_str(&s->outcome, data_str(d, "outcome") ? data_str(d, "outcome") : "");
+    case JOURNAL_EV_TURN_FINISHED: {
+        const char *oc = data_str(d, "outcome");
+        set_str(&s->outcome, oc ? oc : "");
+        if (oc && strcmp(oc, "completed") == 0) {
+            set_str(&s->result, data_str(d, "summary"));
+            cJSON_Delete(s->artifacts);
+            const cJSON *a = json_get(d, "artifacts");
+            s->artifacts = cJSON_IsArray(a) ? json_dup(a) : NULL;
+        }
         break;
+    }
     case JOURNAL_EV_SNAPSHOT: {
         const cJSON *sj = json_get(d, "summary");
         if (cJSON_IsObject(sj)) {
@@ -441,6 +459,14 @@ cJSON *journal_summary_to_json(const struct journal_summary *s)
     json_add_int64(o, "snapshotSeq", (int64_t)s->snapshot_seq);
     if (s->updated)
         json_add_string(o, "updated", s->updated);
+    if (s->intent)
+        cJSON_AddItemToObject(o, "intent", cJSON_CreateTrue());
+    if (s->last_decided)
+        json_add_string(o, "lastDecided", s->last_decided);
+    if (s->result)
+        json_add_string(o, "result", s->result);
+    if (s->artifacts)
+        cJSON_AddItemToObject(o, "artifacts", json_dup(s->artifacts));
     return o;
 }
 
@@ -457,8 +483,13 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
     }
     int64_t v = 0, last = 0, snap = 0;
     const cJSON *u = NULL, *p = NULL;
-    const char *outcome = NULL, *updated = NULL;
+    const char *outcome = NULL, *updated = NULL, *last_decided = NULL, *result = NULL;
+    const cJSON *artifacts = NULL;
     if (!cJSON_IsObject(o) ||
+        json_get_bool(o, "summary", "intent", JSON_OPTIONAL, &s.intent, err) ||
+        json_get_string(o, "summary", "lastDecided", JSON_OPTIONAL, &last_decided, err) ||
+        json_get_string(o, "summary", "result", JSON_OPTIONAL, &result, err) ||
+        json_get_array(o, "summary", "artifacts", JSON_OPTIONAL, &artifacts, err) ||
         json_get_int_range(o, "summary", "v", JSON_REQUIRED, 1, 1, &v, err) ||
         json_get_int_range(o, "summary", "lastSeq", JSON_REQUIRED, 0, INT64_MAX, &last, err) ||
         json_get_int_range(o, "summary", "turn", JSON_OPTIONAL, 0, INT64_MAX, &s.turn, err) ||
@@ -497,6 +528,9 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
     s.snapshot_seq = (uint64_t)snap;
     s.outcome = sdup(outcome);
     s.updated = sdup(updated);
+    s.last_decided = sdup(last_decided);
+    s.result = sdup(result);
+    s.artifacts = artifacts ? json_dup(artifacts) : NULL;
 out:
     cJSON_Delete(o);
     if (r) {

@@ -132,6 +132,13 @@ struct journal_summary {
     char *outcome;          /* last turn_finished outcome; NULL while a turn runs */
     uint64_t snapshot_seq;  /* seq of the latest snapshot event, 0 if none */
     char *updated;          /* time of the last event */
+    /* for the operator (docs/journal.md, "summary"): */
+    bool intent;            /* a user_message or approval_decided after the
+                             * last turn_started: a turn has work to do */
+    char *last_decided;     /* id of the last approval_decided, or NULL */
+    char *result;           /* the last final answer (turn_finished data.summary
+                             * with outcome "completed"), or NULL */
+    cJSON *artifacts;       /* its data.artifacts (array of strings), or NULL */
 };
 
 void journal_summary_init(struct journal_summary *s);
@@ -143,8 +150,10 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
  * model_turns++ and usage from data.usage {prompt_tokens, completion_tokens,
  * cost_micro_usd}; tool_call -> tool_calls++; approval_requested -> pending
  * = data {id, tool, summary}; approval_decided with data.id == pending id ->
- * pending cleared; turn_started -> outcome cleared; turn_finished -> outcome
- * = data.outcome; snapshot -> s replaced by data.summary. Returns 0, or
+ * pending cleared, last_decided = data.id; user_message and approval_decided
+ * -> intent = true; turn_started -> outcome cleared, intent = false;
+ * turn_finished -> outcome = data.outcome (and result/artifacts from
+ * data.summary/data.artifacts when the outcome is "completed"); snapshot -> s replaced by data.summary. Returns 0, or
  * TERN_EINVALID if ev.seq is not s->last_seq + 1 (a gap or a repeat; the
  * first event of a replay that starts at a snapshot is exempt). */
 int journal_summary_apply(struct journal_summary *s, const struct journal_event *ev);
