@@ -1,0 +1,341 @@
+/* tern-operator - reconciles AgentSessions (DESIGN.md §6, docs/operator.md).
+ *
+ * Flags (each also readable from the TERN_* environment variable named in
+ * the usage text): --kubeconfig (else in-cluster, else $KUBECONFIG or
+ * ~/.kube/config), --etcd-endpoints, --namespace (empty = all),
+ * --leader-elect, --metrics-addr, --health-addr, --runner-image,
+ * --sandbox-image, plus --log-level, --workers, --runner-service-account,
+ * --lease-namespace, --id. */
+#include "base/err.h"
+#include "base/mem.h"
+#include "base/num.h"
+#include "base/tlog.h"
+#include "controller/controller.h"
+#include "etcd/etcd.h"
+#include "http/endpoint.h"
+#include "kube/kubeconfig.h"
+#include "kube/leader.h"
+#include "kube/recorder.h"
+#include "metrics/metrics.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct opts {
+    const char *kubeconfig, *etcd_endpoints, *namespace, *metrics_addr, *health_addr;
+    const char *runner_image, *sandbox_image, *log_level, *runner_sa, *lease_ns, *id;
+    const char *storage_class, *runtime_class, *pull_policy;
+    bool leader_elect;
+    int64_t workers;
+};
+
+static const struct flag {
+    const char *name, *env, *help;
+    size_t off;
+    int kind; /* 0 string, 1 bool, 2 int */
+} flags[] = {
+#define F(n, e, k, field, h) {n, e, h, offsetof(struct opts, field), k}
+    F("kubeconfig", "TERN_KUBECONFIG", 0, kubeconfig, "kubeconfig file (default: in-cluster)"),
+    F("etcd-endpoints", "TERN_ETCD_ENDPOINTS", 0, etcd_endpoints, "journal etcd URLs, comma-separated"),
+    F("namespace", "TERN_NAMESPACE", 0, namespace, "watch one namespace (default: all)"),
+    F("leader-elect", "TERN_LEADER_ELECT", 1, leader_elect, "elect a leader on a Lease"),
+    F("metrics-addr", "TERN_METRICS_ADDR", 0, metrics_addr, "HOST:PORT for /metrics (empty: off)"),
+    F("health-addr", "TERN_HEALTH_ADDR", 0, health_addr, "HOST:PORT for /healthz, /readyz"),
+    F("runner-image", "TERN_RUNNER_IMAGE", 0, runner_image, "image of turn Jobs (tern-runner)"),
+    F("sandbox-image", "TERN_SANDBOX_IMAGE", 0, sandbox_image, "default sandbox image"),
+    F("runner-service-account", "TERN_RUNNER_SERVICE_ACCOUNT", 0, runner_sa,
+      "default service account of runner pods"),
+    F("storage-class", "TERN_SANDBOX_STORAGE_CLASS", 0, storage_class, "default workspace storage class"),
+    F("runtime-class", "TERN_SANDBOX_RUNTIME_CLASS", 0, runtime_class, "default sandbox runtimeClassName"),
+    F("image-pull-policy", "TERN_IMAGE_PULL_POLICY", 0, pull_policy, "imagePullPolicy of children"),
+    F("lease-namespace", "TERN_POD_NAMESPACE", 0, lease_ns, "namespace of the leader Lease"),
+    F("id", "TERN_POD_NAME", 0, id, "this replica's identity"),
+    F("log-level", "TERN_LOG_LEVEL", 0, log_level, "debug|info|warn|error"),
+    F("workers", "TERN_WORKERS", 2, workers, "reconcile workers"),
+#undef F
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tern-operator [--flag=value ...]\n\n");
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        fprintf(f, "  --%-24s %s (env %s)\n", flags[i].name, flags[i].help, flags[i].env);
+}
+
+static int set_flag(struct opts *o, const struct flag *f, const char *v)
+{
+    char *base = (char *)o + f->off;
+    if (f->kind == 0) {
+        *(const char **)base = v;
+    } else if (f->kind == 1) {
+        if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
+            *(bool *)base = true;
+        else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
+            *(bool *)base = false;
+        else
+            return -EINVAL;
+    } else if (num_parse_range(v, 1, 64, (int64_t *)base)) {
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        const char *v = getenv(flags[i].env);
+        if (v && *v && set_flag(o, &flags[i], v)) {
+            fprintf(stderr, "tern-operator: bad value in %s\n", flags[i].env);
+            return -EINVAL;
+        }
+    }
+    for (int a = 1; a < argc; a++) {
+        const char *arg = argv[a];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            fprintf(stderr, "tern-operator: unexpected argument %s\n", arg);
+            return -EINVAL;
+        }
+        const char *name = arg + 2, *eq = strchr(name, '=');
+        size_t n = eq ? (size_t)(eq - name) : strlen(name);
+        const struct flag *f = NULL;
+        for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+            if (strlen(flags[i].name) == n && strncmp(flags[i].name, name, n) == 0)
+                f = &flags[i];
+        if (!f) {
+            fprintf(stderr, "tern-operator: unknown flag %s\n", arg);
+            return -EINVAL;
+        }
+        const char *v = eq ? eq + 1 : NULL;
+        if (!v && f->kind == 1)
+            v = "true";
+        if (!v) {
+            if (a + 1 >= argc) {
+                fprintf(stderr, "tern-operator: %s needs a value\n", arg);
+                return -EINVAL;
+            }
+            v = argv[++a];
+        }
+        if (set_flag(o, f, v)) {
+            fprintf(stderr, "tern-operator: bad value for --%s: %s\n", f->name, v);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+static atomic_bool leading;
+
+struct app {
+    struct controller *ctl;
+    struct metrics *metrics;
+};
+
+static int serve(void *ctx, const char *path, struct buf *body, const char **ct)
+{
+    struct app *app = ctx;
+    if (strcmp(path, "/healthz") == 0) {
+        buf_puts(body, "ok\n");
+        return 200;
+    }
+    if (strcmp(path, "/readyz") == 0) {
+        bool ok = controller_synced(app->ctl);
+        buf_puts(body, ok ? "ok\n" : "informers not synced\n");
+        return ok ? 200 : 503;
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        controller_census(app->ctl);
+        char *t = metrics_render(app->metrics);
+        buf_puts(body, t);
+        free(t);
+        *ct = "text/plain; version=0.0.4; charset=utf-8";
+        return 200;
+    }
+    buf_puts(body, "not found\n");
+    return 404;
+}
+
+static void on_started(void *ctx)
+{
+    struct app *app = ctx;
+    atomic_store(&leading, true);
+    tlog_info("leading: starting reconcile workers");
+    controller_run_workers(app->ctl);
+}
+
+static void on_stopped(void *ctx)
+{
+    struct app *app = ctx;
+    if (atomic_exchange(&leading, false)) {
+        tlog_info("lost leadership: stopping reconcile workers");
+        controller_stop_workers(app->ctl);
+    }
+}
+
+static void on_new_leader(void *ctx, const char *id)
+{
+    (void)ctx;
+    tlog_info("leader observed", "identity", id);
+}
+
+static void on_reconcile_error(void *ctx, const char *key, const struct tern_err *err,
+                               long retry_ms)
+{
+    (void)ctx;
+    char d[32];
+    snprintf(d, sizeof d, "%ld", retry_ms);
+    tlog_warn("reconcile failed", "session", key, "error", err->msg, "retryInMs", d);
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = {
+        .metrics_addr = ":8080",
+        .health_addr = ":8081",
+        .runner_image = "ghcr.io/tern-dev/tern:0.1.0",
+        .sandbox_image = "ghcr.io/tern-dev/tern-sandbox-python:0.1.0",
+        .runner_sa = "tern-runner",
+        .log_level = "info",
+        .workers = 2,
+    };
+    if (parse_args(argc, argv, &o)) {
+        usage(stderr);
+        return 2;
+    }
+    enum tlog_level lvl = TLOG_INFO;
+    if (tlog_parse_level(o.log_level, &lvl)) {
+        fprintf(stderr, "tern-operator: bad --log-level %s\n", o.log_level);
+        return 2;
+    }
+    tlog_init("tern-operator", lvl);
+    if (!o.etcd_endpoints || !*o.etcd_endpoints) {
+        fprintf(stderr, "tern-operator: --etcd-endpoints (or TERN_ETCD_ENDPOINTS) is required\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    /* block the stop signals before any thread exists (threads inherit the
+     * mask), so the main thread alone receives them with sigwait */
+    sigset_t stop_set;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGTERM);
+    sigaddset(&stop_set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+
+    int rc = 1;
+    struct tern_err err = {0};
+    struct kubeconfig *kube = NULL;
+    struct etcd *etcd = NULL;
+    char **eps = NULL;
+    size_t neps = 0;
+    struct metrics *metrics = metrics_new();
+    struct recorder *rec = NULL;
+    struct controller *ctl = NULL;
+    struct leader *leader = NULL;
+    struct endpoint *mep = NULL, *hep = NULL;
+    struct app app = {.metrics = metrics};
+
+    int r = o.kubeconfig && *o.kubeconfig ? kubeconfig_load_file(o.kubeconfig, NULL, &kube, &err)
+                                          : kubeconfig_in_cluster(NULL, &kube, &err);
+    if (r == -ENOENT && !(o.kubeconfig && *o.kubeconfig))
+        r = kubeconfig_load_default(NULL, &kube, &err);
+    if (r) {
+        tlog_error("no Kubernetes configuration", "error", err.msg);
+        goto out;
+    }
+    if (etcd_endpoints_parse(o.etcd_endpoints, &eps, &neps, &err)) {
+        tlog_error("bad --etcd-endpoints", "error", err.msg);
+        goto out;
+    }
+    struct etcd_config ec = {.endpoints = (const char *const *)eps, .nendpoints = neps};
+    if (etcd_new(&ec, &etcd, &err)) {
+        tlog_error("etcd client", "error", err.msg);
+        goto out;
+    }
+    char host[256] = "tern-operator";
+    gethostname(host, sizeof host - 1);
+    const char *id = o.id && *o.id ? o.id : host;
+    struct recorder_opts ro = {.controller = "tern.dev/operator", .instance = id};
+    rec = recorder_new(kube, &ro);
+    struct controller_config cc = {
+        .kube = kube,
+        .etcd = etcd,
+        .recorder = rec,
+        .metrics = metrics,
+        .namespace = o.namespace,
+        .workers = (int)o.workers,
+        .on_error = on_reconcile_error,
+        .children =
+            {
+                .runner_image = o.runner_image,
+                .sandbox_image = o.sandbox_image,
+                .etcd_endpoints = o.etcd_endpoints,
+                .runner_service_account = o.runner_sa,
+                .storage_class = o.storage_class && *o.storage_class ? o.storage_class : NULL,
+                .runtime_class = o.runtime_class && *o.runtime_class ? o.runtime_class : NULL,
+                .image_pull_policy = o.pull_policy && *o.pull_policy ? o.pull_policy : NULL,
+                .turn_backoff_limit = 4,
+                .job_ttl_seconds = 3600,
+            },
+    };
+    if (controller_new(&cc, &ctl, &err) || controller_start(ctl, &err)) {
+        tlog_error("controller", "error", err.msg);
+        goto out;
+    }
+    app.ctl = ctl;
+    if (o.metrics_addr && *o.metrics_addr && endpoint_start(o.metrics_addr, serve, &app, &mep, &err)) {
+        tlog_error("metrics endpoint", "error", err.msg);
+        goto out;
+    }
+    if (o.health_addr && *o.health_addr && endpoint_start(o.health_addr, serve, &app, &hep, &err)) {
+        tlog_error("health endpoint", "error", err.msg);
+        goto out;
+    }
+    tlog_info("started", "identity", id, "namespace", o.namespace ? o.namespace : "",
+              "leaderElect", o.leader_elect ? "true" : "false");
+    if (o.leader_elect) {
+        struct leader_opts lo = {
+            .namespace = o.lease_ns && *o.lease_ns ? o.lease_ns : "default",
+            .name = "tern-operator",
+            .identity = id,
+            .on_started = on_started,
+            .on_stopped = on_stopped,
+            .on_new_leader = on_new_leader,
+            .ctx = &app,
+        };
+        int lerr = 0;
+        leader = leader_new(kube, &lo, &lerr);
+        if (!leader || leader_start(leader)) {
+            tlog_error("leader election could not start");
+            goto out;
+        }
+    } else {
+        on_started(&app);
+    }
+    int sig = 0;
+    sigwait(&stop_set, &sig);
+    tlog_info("stopping", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    rc = 0;
+out:
+    if (leader) {
+        leader_stop(leader); /* releases the Lease; on_stopped stops workers */
+        leader_free(leader);
+    }
+    endpoint_stop(mep);
+    endpoint_stop(hep);
+    controller_free(ctl);
+    recorder_free(rec);
+    etcd_free(etcd);
+    etcd_endpoints_free(eps);
+    kubeconfig_free(kube);
+    metrics_free(metrics);
+    return rc;
+}

@@ -1,0 +1,819 @@
+/* controller.c - the operator's shell: observe, decide, apply. See
+ * controller.h, reconcile.h and docs/operator.md. */
+#include "controller.h"
+
+#include "base/buf.h"
+#include "base/mem.h"
+#include "controller/reconcile.h"
+#include "journal/journal.h"
+#include "json/json.h"
+#include "kube/informer.h"
+#include "kube/kclient.h"
+#include "kube/kmap.h"
+#include "kube/workqueue.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum watched {
+    W_SESSIONS = 0,
+    W_PODS,
+    W_JOBS,
+    W_PVCS,
+    W_SECRETS,
+    W_CONFIGMAPS,
+    W_NETPOLS,
+    W_COUNT
+};
+
+static const struct kgvr gvrs[W_COUNT] = {
+    [W_SESSIONS] = {"tern.dev", "v1alpha1", "agentsessions"},
+    [W_PODS] = {"", "v1", "pods"},
+    [W_JOBS] = {"batch", "v1", "jobs"},
+    [W_PVCS] = {"", "v1", "persistentvolumeclaims"},
+    [W_SECRETS] = {"", "v1", "secrets"},
+    [W_CONFIGMAPS] = {"", "v1", "configmaps"},
+    [W_NETPOLS] = {"networking.k8s.io", "v1", "networkpolicies"},
+};
+
+struct controller;
+
+struct handler_ctx {
+    struct controller *c;
+    enum watched w;
+};
+
+struct worker {
+    struct controller *c;
+    pthread_t thread;
+    struct kclient *kc;
+};
+
+struct controller {
+    struct controller_config cfg;
+    char *namespace;
+    struct informer *inf[W_COUNT];
+    struct handler_ctx hctx[W_COUNT];
+    struct workqueue *q;
+    struct worker *workers;
+    int nworkers;
+    bool workers_running;
+    pthread_mutex_t workers_mu;
+    pthread_t sum_thread;
+    bool sum_started;
+    atomic_bool stop;
+    pthread_mutex_t mu; /* guards uid_to_key */
+    struct kmap *uid_to_key;
+    struct kclient *kc; /* for controller_reconcile on the caller's thread */
+};
+
+/* ---- enqueueing ------------------------------------------------------- */
+
+static const char *meta_str(const cJSON *obj, const char *key)
+{
+    const cJSON *v = json_get(json_get(obj, "metadata"), key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const char *label(const cJSON *obj, const char *key)
+{
+    const cJSON *v = json_get(json_get(json_get(obj, "metadata"), "labels"), key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const char *annotation(const cJSON *obj, const char *key)
+{
+    const cJSON *v = json_get(json_get(json_get(obj, "metadata"), "annotations"), key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static bool streq_rv(const cJSON *a, const cJSON *b)
+{
+    const char *x = meta_str(a, "resourceVersion"), *y = meta_str(b, "resourceVersion");
+    return x && y && strcmp(x, y) == 0;
+}
+
+static void enqueue_for(struct controller *c, enum watched w, const cJSON *obj, bool deleted)
+{
+    const char *ns = meta_str(obj, "namespace");
+    if (w == W_SESSIONS) {
+        const char *name = meta_str(obj, "name");
+        const char *uid = meta_str(obj, "uid");
+        if (!ns || !name)
+            return;
+        char *key = xasprintf("%s/%s", ns, name);
+        if (uid) {
+            pthread_mutex_lock(&c->mu);
+            free(deleted ? kmap_del(c->uid_to_key, uid)
+                         : kmap_put(c->uid_to_key, uid, xstrdup(key)));
+            pthread_mutex_unlock(&c->mu);
+        }
+        workqueue_add(c->q, key);
+        free(key);
+        return;
+    }
+    const char *session = label(obj, CHILDREN_LABEL_SESSION);
+    if (!ns || !session)
+        return;
+    char *key = xasprintf("%s/%s", ns, session);
+    workqueue_add(c->q, key);
+    free(key);
+}
+
+static void on_add(void *ctx, const cJSON *obj)
+{
+    struct handler_ctx *h = ctx;
+    enqueue_for(h->c, h->w, obj, false);
+}
+
+static void on_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+    struct handler_ctx *h = ctx;
+    /* skip updates that change nothing we decide on (resyncs) */
+    if (old_obj != new_obj && streq_rv(old_obj, new_obj))
+        return;
+    enqueue_for(h->c, h->w, new_obj, false);
+}
+
+static void on_delete(void *ctx, const cJSON *obj)
+{
+    struct handler_ctx *h = ctx;
+    enqueue_for(h->c, h->w, obj, true);
+}
+
+/* ---- the summary watch ---------------------------------------------------- */
+
+/* Keys look like /tern/v1/s/<uid>/sum. */
+static int on_summary_batch(void *ctx, const struct etcd_watch_batch *b)
+{
+    struct controller *c = ctx;
+    static const char prefix[] = "/tern/v1/s/";
+    for (size_t i = 0; i < b->nevents; i++) {
+        const char *k = b->events[i].kv.key;
+        size_t n = b->events[i].kv.key_len;
+        if (n < sizeof prefix + 4 || strncmp(k, prefix, sizeof prefix - 1) != 0 ||
+            strcmp(k + n - 4, "/sum") != 0)
+            continue;
+        char *uid = xstrndup(k + sizeof prefix - 1, n - (sizeof prefix - 1) - 4);
+        pthread_mutex_lock(&c->mu);
+        const char *key = kmap_get(c->uid_to_key, uid);
+        char *copy = key ? xstrdup(key) : NULL;
+        pthread_mutex_unlock(&c->mu);
+        if (copy)
+            workqueue_add(c->q, copy);
+        free(copy);
+        free(uid);
+    }
+    return atomic_load(&c->stop) ? -ECANCELED : 0;
+}
+
+static void *summary_watch(void *arg)
+{
+    struct controller *c = arg;
+    long backoff_ms = 200;
+    while (!atomic_load(&c->stop)) {
+        int64_t rev = 0;
+        if (etcd_revision(c->cfg.etcd, &rev, NULL) == 0) {
+            struct etcd_watch_req req = {
+                .keys = {.key = "/tern/v1/s/", .prefix = true},
+                .start_revision = rev + 1,
+                .progress_notify = true,
+                .give_up_ms = -1,
+            };
+            int r = etcd_watch(c->cfg.etcd, &req, on_summary_batch, c, &c->stop, NULL, NULL);
+            if (r == -ECANCELED)
+                break;
+            /* compacted or failed: everything may have changed meanwhile */
+            for (int w = W_SESSIONS; w <= W_SESSIONS; w++)
+                informer_resync(c->inf[w]);
+            backoff_ms = 200;
+        }
+        for (long slept = 0; slept < backoff_ms && !atomic_load(&c->stop); slept += 50) {
+            struct timespec ts = {0, 50 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        backoff_ms = backoff_ms * 2 > 5000 ? 5000 : backoff_ms * 2;
+    }
+    return NULL;
+}
+
+/* ---- observing ---------------------------------------------------------- */
+
+struct owned_scan {
+    const char *want;          /* a name to find, or NULL */
+    bool found;
+    cJSON *obj;                /* copy of the found object */
+    /* jobs: the highest turn */
+    const char *session;
+    int64_t best_turn;
+    cJSON *best;
+};
+
+static int find_named(void *ctx, const cJSON *obj)
+{
+    struct owned_scan *s = ctx;
+    const char *name = meta_str(obj, "name");
+    if (name && strcmp(name, s->want) == 0) {
+        s->found = true;
+        s->obj = json_dup(obj);
+        return 1;
+    }
+    return 0;
+}
+
+static bool owned_has(struct controller *c, enum watched w, const char *uid, const char *name,
+                      cJSON **ret_obj)
+{
+    struct owned_scan s = {.want = name};
+    informer_each_owned(c->inf[w], uid, find_named, &s);
+    if (ret_obj)
+        *ret_obj = s.obj;
+    else
+        cJSON_Delete(s.obj);
+    return s.found;
+}
+
+static int find_latest_job(void *ctx, const cJSON *obj)
+{
+    struct owned_scan *s = ctx;
+    const char *t = label(obj, CHILDREN_LABEL_TURN);
+    int64_t turn;
+    if (!t || json_item_int64(json_get(json_get(json_get(obj, "metadata"), "labels"),
+                                       CHILDREN_LABEL_TURN), &turn) != 0)
+        return 0;
+    if (turn > s->best_turn) {
+        s->best_turn = turn;
+        cJSON_Delete(s->best);
+        s->best = json_dup(obj);
+    }
+    return 0;
+}
+
+static bool cond_true(const cJSON *obj, const char *type, const char **ret_reason)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, json_get(json_get(obj, "status"), "conditions"))
+    {
+        const cJSON *t = json_get(c, "type"), *st = json_get(c, "status");
+        if (cJSON_IsString(t) && strcmp(t->valuestring, type) == 0 && cJSON_IsString(st) &&
+            strcmp(st->valuestring, "True") == 0) {
+            if (ret_reason) {
+                const cJSON *r = json_get(c, "reason");
+                *ret_reason = cJSON_IsString(r) ? r->valuestring : NULL;
+            }
+            return true;
+        }
+    }
+    return false;
+}
+
+static int64_t parse_time(const char *s)
+{
+    /* RFC 3339 UTC "YYYY-MM-DDTHH:MM:SS[.frac]Z" */
+    struct tm tm = {0};
+    if (!s || !strptime(s, "%Y-%m-%dT%H:%M:%S", &tm))
+        return 0;
+    return (int64_t)timegm(&tm);
+}
+
+static void observe_journal(const struct journal_summary *s, struct observed_journal *o)
+{
+    o->last_seq = s->last_seq;
+    o->turn = s->turn;
+    o->outcome = s->outcome && *s->outcome ? s->outcome : (s->outcome ? "" : NULL);
+    o->intent_pending = s->intent;
+    o->messages = s->messages;
+    o->pending_id = s->pending.id;
+    o->pending_tool = s->pending.tool;
+    o->pending_summary = s->pending.summary;
+    o->pending_requested_at = parse_time(s->pending.requested_at);
+    o->last_decided_id = s->last_decided;
+    o->updated_at = parse_time(s->updated);
+    o->model_turns = s->usage.model_turns;
+    o->tool_calls = s->usage.tool_calls;
+    o->prompt_tokens = s->usage.prompt_tokens;
+    o->completion_tokens = s->usage.completion_tokens;
+    o->cost_micro_usd = s->usage.cost_micro_usd;
+    o->result_summary = s->result;
+    o->result_artifacts = s->artifacts;
+}
+
+/* ---- applying --------------------------------------------------------- */
+
+static const struct kgvr *gvr_of(const char *resource)
+{
+    static const struct {
+        const char *name;
+        enum watched w;
+    } map[] = {
+        {"v1/pods", W_PODS},
+        {"batch/v1/jobs", W_JOBS},
+        {"v1/persistentvolumeclaims", W_PVCS},
+        {"v1/secrets", W_SECRETS},
+        {"v1/configmaps", W_CONFIGMAPS},
+        {"networking.k8s.io/v1/networkpolicies", W_NETPOLS},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(map[i].name, resource) == 0)
+            return &gvrs[map[i].w];
+    return NULL;
+}
+
+/* A merge patch of metadata with the resourceVersion precondition; *rv is
+ * updated to the patched object's resourceVersion. */
+static int patch_meta(struct kclient *kc, const char *ns, const char *name, cJSON *meta_patch,
+                      char **rv, struct tern_err *err)
+{
+    cJSON *patch = cJSON_CreateObject();
+    json_add_string(meta_patch, "resourceVersion", *rv);
+    cJSON_AddItemToObject(patch, "metadata", meta_patch);
+    char *body = json_print(patch);
+    cJSON_Delete(patch);
+    cJSON *out = NULL;
+    struct kclient_err ke = {0};
+    int r = kclient_patch(kc, &gvrs[W_SESSIONS], ns, name, KCLIENT_PATCH_MERGE, body,
+                          strlen(body), NULL, &out, &ke);
+    free(body);
+    if (r) {
+        cJSON_Delete(out);
+        return err_set(err, r, "patch %s/%s metadata: %s", ns, name, ke.e.msg);
+    }
+    const char *nrv = meta_str(out, "resourceVersion");
+    if (nrv) {
+        free(*rv);
+        *rv = xstrdup(nrv);
+    }
+    cJSON_Delete(out);
+    return 0;
+}
+
+static cJSON *finalizers_with(const cJSON *obj, bool with)
+{
+    cJSON *list = cJSON_CreateArray();
+    const cJSON *f;
+    cJSON_ArrayForEach(f, json_get(json_get(obj, "metadata"), "finalizers"))
+    {
+        if (cJSON_IsString(f) && strcmp(f->valuestring, RECONCILE_FINALIZER) != 0)
+            cJSON_AddItemToArray(list, cJSON_CreateString(f->valuestring));
+    }
+    if (with)
+        cJSON_AddItemToArray(list, cJSON_CreateString(RECONCILE_FINALIZER));
+    return list;
+}
+
+static void record(struct controller *c, const cJSON *session, const struct reconcile_action *a)
+{
+    if (!c->cfg.recorder)
+        return;
+    struct recorder_ref ref;
+    recorder_ref_of(session, &ref);
+    recorder_event(c->cfg.recorder, &ref, a->event_type, a->reason, "Reconcile", "%s", a->note);
+}
+
+static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
+                 struct journal *j, const struct reconcile_output *out, struct tern_err *err)
+{
+    const char *ns = meta_str(session, "namespace"), *name = meta_str(session, "name");
+    const char *uid = meta_str(session, "uid");
+    char *rv = xstrdup(meta_str(session, "resourceVersion") ? meta_str(session, "resourceVersion")
+                                                            : "");
+    int r = 0;
+    for (size_t i = 0; i < out->nactions && !r; i++) {
+        const struct reconcile_action *a = &out->actions[i];
+        struct kclient_err ke = {0};
+        switch (a->kind) {
+        case RA_ADD_FINALIZER:
+        case RA_REMOVE_FINALIZER: {
+            cJSON *m = cJSON_CreateObject();
+            cJSON_AddItemToObject(m, "finalizers",
+                                  finalizers_with(session, a->kind == RA_ADD_FINALIZER));
+            r = patch_meta(kc, ns, name, m, &rv, err);
+            if (r == TERN_ENOTFOUND && a->kind == RA_REMOVE_FINALIZER)
+                r = 0; /* already gone */
+            break;
+        }
+        case RA_DELETE_JOURNAL:
+            r = journal_delete(c->cfg.etcd, uid, err);
+            break;
+        case RA_JOURNAL_APPEND: {
+            struct journal_append_req req = {
+                .type = journal_type_parse(a->type_name),
+                .type_name = a->type_name,
+                .turn = a->turn,
+                .key = a->key,
+                .data = a->data,
+            };
+            if (!j) {
+                r = err_set(err, -EINVAL, "journal not open");
+                break;
+            }
+            r = journal_append(j, &req, NULL, err);
+            if (r == TERN_EUNKNOWN) {
+                bool committed = false;
+                r = journal_resolve(j, &committed, NULL, err);
+                if (!r && !committed)
+                    r = err_set(err, TERN_EUNKNOWN, "journal append of %s not committed",
+                                a->type_name);
+            }
+            break;
+        }
+        case RA_REMOVE_ANNOTATIONS: {
+            cJSON *m = cJSON_CreateObject();
+            cJSON *anns = cJSON_AddObjectToObject(m, "annotations");
+            for (size_t k = 0; k < sizeof a->keys / sizeof a->keys[0] && a->keys[k]; k++)
+                cJSON_AddNullToObject(anns, a->keys[k]);
+            r = patch_meta(kc, ns, name, m, &rv, err);
+            break;
+        }
+        case RA_CREATE: {
+            const struct kgvr *g = gvr_of(a->resource);
+            if (!g) {
+                r = err_set(err, -EINVAL, "unknown resource %s", a->resource);
+                break;
+            }
+            r = kclient_create(kc, g, ns, a->object, NULL, &ke);
+            if (r == -EEXIST)
+                r = 0;
+            else if (r)
+                err_set(err, r, "create %s %s: %s", a->resource,
+                        meta_str(a->object, "name"), ke.e.msg);
+            break;
+        }
+        case RA_DELETE: {
+            const struct kgvr *g = gvr_of(a->resource);
+            struct kclient_delete_opts o = {.propagation = "Background",
+                                            .grace_period_seconds = -1};
+            r = g ? kclient_delete(kc, g, ns, a->name, &o, NULL, &ke) : -EINVAL;
+            if (r == TERN_ENOTFOUND)
+                r = 0;
+            else if (r)
+                err_set(err, r, "delete %s %s: %s", a->resource, a->name, ke.e.msg);
+            break;
+        }
+        case RA_EVENT:
+            record(c, session, a);
+            break;
+        }
+    }
+    if (!r && out->status) {
+        const cJSON *old = json_get(session, "status");
+        if (!old || !json_equal(old, out->status)) {
+            cJSON *obj = json_dup(session);
+            cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+            cJSON_ReplaceItemInObjectCaseSensitive(meta, "resourceVersion", cJSON_CreateString(rv));
+            if (json_get(obj, "status"))
+                cJSON_ReplaceItemInObjectCaseSensitive(obj, "status", json_dup(out->status));
+            else
+                cJSON_AddItemToObject(obj, "status", json_dup(out->status));
+            struct kclient_err ke = {0};
+            r = kclient_update_status(kc, &gvrs[W_SESSIONS], ns, obj, NULL, &ke);
+            if (r)
+                err_set(err, r, "update status of %s/%s: %s", ns, name, ke.e.msg);
+            else if (c->cfg.metrics)
+                metrics_add(c->cfg.metrics, "tern_status_writes_total", "", 1);
+            cJSON_Delete(obj);
+        }
+    }
+    free(rv);
+    return r;
+}
+
+/* ---- one reconcile ------------------------------------------------------ */
+
+static int reconcile_key(struct controller *c, struct kclient *kc, const char *key,
+                         int64_t *ret_requeue, struct tern_err *err)
+{
+    const char *slash = strchr(key, '/');
+    if (!slash)
+        return 0;
+    char *ns = xstrndup(key, (size_t)(slash - key));
+    const char *name = slash + 1;
+    cJSON *session = informer_get(c->inf[W_SESSIONS], ns, name);
+    struct session_spec *spec = NULL;
+    struct journal *j = NULL;
+    struct reconcile_output out = {0};
+    int r = 0;
+    cJSON *pod = NULL;
+    struct owned_scan jobs = {0};
+    if (!session)
+        goto done; /* deleted: children go with it */
+
+    const char *uid = meta_str(session, "uid");
+    struct reconcile_input in = {
+        .name = name,
+        .ns = ns,
+        .uid = uid,
+        .deleting = json_get(json_get(session, "metadata"), "deletionTimestamp") != NULL,
+        .ann_approve = annotation(session, RECONCILE_ANN_APPROVE),
+        .ann_deny = annotation(session, RECONCILE_ANN_DENY),
+        .ann_decided_by = annotation(session, RECONCILE_ANN_DECIDED_BY),
+        .ann_reason = annotation(session, RECONCILE_ANN_REASON),
+        .ann_fork = annotation(session, RECONCILE_ANN_FORK),
+        .status = json_get(session, "status"),
+        .now = (int64_t)time(NULL),
+        .cfg = &c->cfg.children,
+    };
+    const char *retain = annotation(session, RECONCILE_ANN_RETAIN);
+    in.retain_journal = retain && strcmp(retain, "true") == 0;
+    json_get_int64(json_get(session, "metadata"), "metadata", "generation", JSON_OPTIONAL,
+                   &in.generation, NULL);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, json_get(json_get(session, "metadata"), "finalizers"))
+    {
+        if (cJSON_IsString(f) && strcmp(f->valuestring, RECONCILE_FINALIZER) == 0)
+            in.has_finalizer = true;
+    }
+    struct tern_err verr = {0};
+    if (session_spec_parse(session, &spec, &verr) == 0)
+        in.spec = spec;
+    else
+        in.invalid = verr.msg;
+
+    if (!in.deleting && in.spec && uid) {
+        char *pvc = children_name(name, "workspace"), *tok = children_name(name, "sandbox-token");
+        char *task = children_name(name, "task"), *sb = children_name(name, "sandbox");
+        in.pvc_exists = owned_has(c, W_PVCS, uid, pvc, NULL);
+        in.token_exists = owned_has(c, W_SECRETS, uid, tok, NULL);
+        in.task_exists = owned_has(c, W_CONFIGMAPS, uid, task, NULL);
+        in.netpol_exists = owned_has(c, W_NETPOLS, uid, sb, NULL);
+        if (owned_has(c, W_PODS, uid, sb, &pod)) {
+            in.pod.exists = true;
+            in.pod.deleting = json_get(json_get(pod, "metadata"), "deletionTimestamp") != NULL;
+            const cJSON *ph = json_get(json_get(pod, "status"), "phase");
+            in.pod.phase = cJSON_IsString(ph) ? ph->valuestring : NULL;
+            in.pod.ready = cond_true(pod, "Ready", NULL);
+            const cJSON *ip = json_get(json_get(pod, "status"), "podIP");
+            in.pod.ip = cJSON_IsString(ip) && *ip->valuestring ? ip->valuestring : NULL;
+            in.pod.sandbox_hash = annotation(pod, CHILDREN_ANN_SANDBOX_HASH);
+        }
+        free(pvc);
+        free(tok);
+        free(task);
+        free(sb);
+        informer_each_owned(c->inf[W_JOBS], uid, find_latest_job, &jobs);
+        if (jobs.best) {
+            in.job.exists = true;
+            in.job.turn = jobs.best_turn;
+            in.job.complete = cond_true(jobs.best, "Complete", NULL);
+            in.job.failed = cond_true(jobs.best, "Failed", &in.job.failed_reason);
+            json_get_int64(json_get(jobs.best, "status"), "status", "failed", JSON_OPTIONAL,
+                           &in.job.failed_pods, NULL);
+        }
+        char token[65];
+        if (!in.token_exists && reconcile_new_token(token) == 0)
+            in.new_token = token;
+        r = journal_open(c->cfg.etcd, uid, NULL, &j, err);
+        if (r)
+            goto done;
+        observe_journal(journal_summary(j), &in.journal);
+        reconcile_decide(&in, &out);
+        r = apply(c, kc, session, j, &out, err);
+    } else {
+        reconcile_decide(&in, &out);
+        r = apply(c, kc, session, NULL, &out, err);
+    }
+    if (!r && ret_requeue)
+        *ret_requeue = out.requeue_after;
+done:
+    reconcile_output_done(&out);
+    journal_free(j);
+    session_spec_free(spec);
+    cJSON_Delete(pod);
+    cJSON_Delete(jobs.best);
+    cJSON_Delete(session);
+    free(ns);
+    return r;
+}
+
+int controller_reconcile(struct controller *c, const char *key, struct tern_err *err)
+{
+    return reconcile_key(c, c->kc, key, NULL, err);
+}
+
+/* ---- workers -------------------------------------------------------------- */
+
+static double mono_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct controller *c = w->c;
+    for (;;) {
+        char *key = NULL;
+        if (workqueue_get(c->q, &key) != 0)
+            break;
+        struct tern_err err = {0};
+        int64_t requeue = 0;
+        double t0 = mono_seconds();
+        int r = reconcile_key(c, w->kc, key, &requeue, &err);
+        double dt = mono_seconds() - t0;
+        if (c->cfg.metrics) {
+            metrics_add(c->cfg.metrics, "tern_reconciles_total", "", 1);
+            metrics_observe(c->cfg.metrics, "tern_reconcile_duration_seconds", "", dt);
+            if (r)
+                metrics_add(c->cfg.metrics, "tern_reconcile_errors_total", "", 1);
+        }
+        if (r) {
+            long delay = 0;
+            workqueue_add_rate_limited(c->q, key, &delay);
+            if (c->cfg.on_error)
+                c->cfg.on_error(c->cfg.ctx, key, &err, delay);
+        } else {
+            workqueue_forget(c->q, key);
+            if (requeue > 0)
+                workqueue_add_after(c->q, key, requeue * 1000);
+        }
+        workqueue_done(c->q, key);
+        free(key);
+    }
+    return NULL;
+}
+
+static int free_value(void *ctx, const char *key, void *value)
+{
+    (void)ctx;
+    (void)key;
+    free(value);
+    return 0;
+}
+
+void controller_run_workers(struct controller *c)
+{
+    pthread_mutex_lock(&c->workers_mu);
+    if (!c->workers_running) {
+        if (!c->q || workqueue_shutting_down(c->q)) {
+            workqueue_free(c->q);
+            c->q = workqueue_new(NULL);
+            /* everything known is reconciled by the new leader */
+            informer_resync(c->inf[W_SESSIONS]);
+        }
+        for (int i = 0; i < c->nworkers; i++) {
+            c->workers[i].c = c;
+            c->workers[i].kc = kclient_new(c->cfg.kube, NULL);
+            pthread_create(&c->workers[i].thread, NULL, worker_main, &c->workers[i]);
+        }
+        c->workers_running = true;
+    }
+    pthread_mutex_unlock(&c->workers_mu);
+}
+
+void controller_stop_workers(struct controller *c)
+{
+    pthread_mutex_lock(&c->workers_mu);
+    if (c->workers_running) {
+        workqueue_shutdown(c->q);
+        for (int i = 0; i < c->nworkers; i++) {
+            pthread_join(c->workers[i].thread, NULL);
+            kclient_free(c->workers[i].kc);
+            c->workers[i].kc = NULL;
+        }
+        c->workers_running = false;
+    }
+    pthread_mutex_unlock(&c->workers_mu);
+}
+
+int controller_new(const struct controller_config *cfg, struct controller **ret,
+                   struct tern_err *err)
+{
+    if (!cfg->kube || !cfg->etcd)
+        return err_set(err, -EINVAL, "controller: kubeconfig and etcd are required");
+    struct controller *c = xcalloc(1, sizeof *c);
+    c->cfg = *cfg;
+    c->namespace = xstrdup(cfg->namespace ? cfg->namespace : "");
+    c->nworkers = cfg->workers > 0 ? cfg->workers : 2;
+    c->workers = xcalloc((size_t)c->nworkers, sizeof *c->workers);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->workers_mu, NULL);
+    c->uid_to_key = kmap_new();
+    c->q = workqueue_new(NULL);
+    c->kc = kclient_new(cfg->kube, NULL);
+    for (int w = 0; w < W_COUNT; w++) {
+        c->hctx[w] = (struct handler_ctx){c, (enum watched)w};
+        struct informer_opts o = {
+            .gvr = gvrs[w],
+            .namespace = c->namespace,
+            .label_selector = w == W_SESSIONS ? NULL : "app.kubernetes.io/managed-by=tern",
+        };
+        struct informer_handlers h = {on_add, on_update, on_delete, &c->hctx[w]};
+        c->inf[w] = informer_new(cfg->kube, &o, &h);
+    }
+    if (cfg->metrics) {
+        struct metrics *m = cfg->metrics;
+        metrics_declare(m, "tern_reconciles_total", METRICS_COUNTER, "Reconciles run.", NULL, 0);
+        metrics_declare(m, "tern_reconcile_errors_total", METRICS_COUNTER,
+                        "Reconciles that failed and were requeued.", NULL, 0);
+        metrics_declare(m, "tern_reconcile_duration_seconds", METRICS_HISTOGRAM,
+                        "Time of one reconcile.", NULL, 0);
+        metrics_declare(m, "tern_status_writes_total", METRICS_COUNTER,
+                        "Status updates written (none when nothing changed).", NULL, 0);
+        metrics_declare(m, "tern_sessions", METRICS_GAUGE, "Sessions by phase.", NULL, 0);
+        metrics_declare(m, "tern_approvals_waiting", METRICS_GAUGE,
+                        "Sessions waiting for an approval.", NULL, 0);
+        metrics_declare(m, "tern_turns", METRICS_GAUGE, "Model turns started, all sessions.",
+                        NULL, 0);
+        metrics_declare(m, "tern_tool_calls", METRICS_GAUGE, "Tool calls, all sessions.", NULL,
+                        0);
+        metrics_declare(m, "tern_tokens", METRICS_GAUGE, "Tokens used, all sessions, by kind.",
+                        NULL, 0);
+    }
+    *ret = c;
+    return 0;
+}
+
+int controller_start(struct controller *c, struct tern_err *err)
+{
+    for (int w = 0; w < W_COUNT; w++) {
+        int r = informer_start(c->inf[w]);
+        if (r)
+            return err_set(err, r, "starting the %s informer", gvrs[w].resource);
+    }
+    int r = pthread_create(&c->sum_thread, NULL, summary_watch, c);
+    if (r)
+        return err_set(err, -r, "starting the summary watch");
+    c->sum_started = true;
+    return 0;
+}
+
+bool controller_synced(struct controller *c)
+{
+    for (int w = 0; w < W_COUNT; w++)
+        if (!informer_has_synced(c->inf[w]))
+            return false;
+    return true;
+}
+
+void controller_free(struct controller *c)
+{
+    if (!c)
+        return;
+    atomic_store(&c->stop, true);
+    controller_stop_workers(c);
+    if (c->sum_started)
+        pthread_join(c->sum_thread, NULL);
+    for (int w = 0; w < W_COUNT; w++)
+        informer_free(c->inf[w]);
+    workqueue_free(c->q);
+    kclient_free(c->kc);
+    kmap_each(c->uid_to_key, free_value, NULL);
+    kmap_free(c->uid_to_key);
+    pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->workers_mu);
+    free(c->workers);
+    free(c->namespace);
+    free(c);
+}
+
+struct census {
+    struct metrics *m;
+    int64_t turns, tools, prompt, completion, waiting;
+};
+
+static int64_t usage_of(const cJSON *u, const char *key)
+{
+    int64_t v = 0;
+    json_get_int64(u, "", key, JSON_OPTIONAL, &v, NULL);
+    return v > 0 ? v : 0;
+}
+
+static int count_session(void *ctx, const cJSON *obj)
+{
+    struct census *cs = ctx;
+    const cJSON *st = json_get(obj, "status");
+    const cJSON *ph = json_get(st, "phase");
+    char *l = metrics_labels("phase", cJSON_IsString(ph) ? ph->valuestring : "Unknown", NULL);
+    metrics_add(cs->m, "tern_sessions", l, 1);
+    free(l);
+    const cJSON *u = json_get(st, "usage");
+    cs->turns += usage_of(u, "modelTurns");
+    cs->tools += usage_of(u, "toolCalls");
+    cs->prompt += usage_of(u, "promptTokens");
+    cs->completion += usage_of(u, "completionTokens");
+    if (json_get(st, "pendingApproval"))
+        cs->waiting++;
+    return 0;
+}
+
+void controller_census(struct controller *c)
+{
+    struct metrics *m = c->cfg.metrics;
+    if (!m)
+        return;
+    struct census cs = {.m = m};
+    metrics_zero(m, "tern_sessions");
+    informer_each(c->inf[W_SESSIONS], count_session, &cs);
+    metrics_set(m, "tern_turns", "", (double)cs.turns);
+    metrics_set(m, "tern_tool_calls", "", (double)cs.tools);
+    metrics_set(m, "tern_tokens", "kind=\"prompt\"", (double)cs.prompt);
+    metrics_set(m, "tern_tokens", "kind=\"completion\"", (double)cs.completion);
+    metrics_set(m, "tern_approvals_waiting", "", (double)cs.waiting);
+}

@@ -1,0 +1,62 @@
+/* controller.h - the operator's shell around reconcile_decide.
+ *
+ * Watches AgentSessions and the children the operator labels
+ * (app.kubernetes.io/managed-by=tern) with informers, and the journal
+ * summaries with one etcd watch on the journal prefix; every change enqueues
+ * the session's key ("namespace/name") in a rate-limited work queue. Workers
+ * (started only while this replica leads) observe, decide and apply — see
+ * reconcile.h and docs/operator.md.
+ *
+ * Threads: one per informer, one for the summary watch, `workers` queue
+ * workers. Ownership: the controller borrows the kubeconfig, etcd client,
+ * recorder and metrics, which must outlive it.
+ */
+#ifndef TERN_CONTROLLER_H
+#define TERN_CONTROLLER_H
+
+#include "base/err.h"
+#include "controller/children.h"
+#include "etcd/etcd.h"
+#include "kube/kubeconfig.h"
+#include "kube/recorder.h"
+#include "metrics/metrics.h"
+
+#include <stdbool.h>
+
+struct controller_config {
+    struct kubeconfig *kube;
+    struct etcd *etcd;
+    struct recorder *recorder;
+    struct metrics *metrics;      /* families declared by controller_new */
+    const char *namespace;        /* "" or NULL = all namespaces */
+    struct children_config children;
+    int workers;                  /* 0 = 2 */
+    /* called from a worker after a failed reconcile (the library does not
+     * log; the daemon does); retry_ms is the backoff before the next try */
+    void (*on_error)(void *ctx, const char *key, const struct tern_err *err, long retry_ms);
+    void *ctx;
+};
+
+struct controller;
+
+/* Builds the controller (no thread started). Returns 0 and *ret or an error. */
+int controller_new(const struct controller_config *cfg, struct controller **ret,
+                   struct tern_err *err);
+/* Starts the informers and the summary watch. */
+int controller_start(struct controller *c, struct tern_err *err);
+/* True once every informer has listed. */
+bool controller_synced(struct controller *c);
+/* Starts / stops the queue workers (on gaining / losing leadership). */
+void controller_run_workers(struct controller *c);
+void controller_stop_workers(struct controller *c);
+/* Reconciles one key on the calling thread. 0, or the first failing
+ * action's error. */
+int controller_reconcile(struct controller *c, const char *key, struct tern_err *err);
+/* Stops everything and frees (accepts NULL). */
+void controller_free(struct controller *c);
+
+/* Refreshes the census gauges (sessions by phase, approvals waiting, usage)
+ * from the informer cache; called before /metrics is rendered. */
+void controller_census(struct controller *c);
+
+#endif
