@@ -430,3 +430,106 @@ TEST(deletion_removes_journal_then_finalizer)
     reconcile_output_done(&o);
     session_spec_free(s);
 }
+
+TEST(fork_annotation_creates_an_independent_child_at_a_turn_boundary)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    cJSON *spec_json = NULL;
+    const char *sj = "{\"objective\":\"do it\",\"suspend\":false}";
+    ASSERT_OK(json_parse(sj, strlen(sj), &spec_json, NULL));
+    in.spec_json = spec_json;
+    in.journal = (struct observed_journal){.last_seq = 12, .turn = 1, .messages = 1,
+                                           .outcome = "completed", .updated_at = in.now};
+    in.ann_fork = "s1-alt";
+    /* not while a turn runs */
+    in.job = (struct observed_job){.exists = true, .turn = 2};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "tern.dev/v1alpha1/agentsessions"), 0);
+    reconcile_output_done(&o);
+    in.job = (struct observed_job){.exists = true, .turn = 1, .complete = true};
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *c = find(&o, RA_CREATE, "tern.dev/v1alpha1/agentsessions");
+    ASSERT_NOT_NULL(c);
+    const cJSON *ff = json_get(json_get(c->object, "spec"), "forkFrom");
+    ASSERT_EQ_STR(json_get(ff, "uid")->valuestring, "u-1");
+    int64_t at = 0;
+    ASSERT_OK(json_get_int64(ff, "", "atSeq", JSON_REQUIRED, &at, NULL));
+    ASSERT_EQ_INT(at, 12);
+    ASSERT_NULL(json_get(json_get(c->object, "metadata"), "ownerReferences")); /* independent */
+    const struct reconcile_action *a = find(&o, RA_JOURNAL_APPEND, "fork_created");
+    ASSERT_NOT_NULL(a);
+    ASSERT_EQ_STR(a->key, "fork/s1-alt");
+    ASSERT_EQ_STR(find(&o, RA_REMOVE_ANNOTATIONS, NULL)->keys[0], RECONCILE_ANN_FORK);
+    ASSERT_EQ_STR(cJSON_GetArrayItem(json_get(o.status, "forks"), 0)->valuestring, "s1-alt");
+    reconcile_output_done(&o);
+
+    /* a bad name is refused */
+    in.ann_fork = "Not_A_Name";
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "tern.dev/v1alpha1/agentsessions"), 0);
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "ForkRejected"), 1);
+    reconcile_output_done(&o);
+
+    /* while the fork copies, the parent keeps its sandbox and runs no turn */
+    in.ann_fork = NULL;
+    in.forks_copying = 1;
+    in.journal.intent_pending = true;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 1);
+    reconcile_output_done(&o);
+    cJSON_Delete(spec_json);
+    session_spec_free(s);
+}
+
+TEST(fork_child_copies_journal_then_workspace_then_runs)
+{
+    struct session_spec *s =
+        spec_from(SESSION_YAML("  forkFrom: {session: p, uid: u-parent, atSeq: 12}\n"));
+    struct reconcile_input in = base_input(s);
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *a = find(&o, RA_COPY_JOURNAL, NULL);
+    ASSERT_NOT_NULL(a);
+    ASSERT_EQ_STR(a->from_uid, "u-parent");
+    ASSERT_EQ_INT(a->upto, 12);
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, "user_message"), 0); /* no objective: copied */
+    ASSERT_EQ_STR(o.phase, "Provisioning");
+    const cJSON *ready = conditions_find(json_get(o.status, "conditions"), "Ready");
+    ASSERT_EQ_STR(json_get(ready, "reason")->valuestring, "Forking");
+    reconcile_output_done(&o);
+
+    /* journal copied; sandbox ready; parent's address known -> copy Job */
+    in.journal = (struct observed_journal){.last_seq = 12, .turn = 1, .messages = 1,
+                                           .outcome = "completed", .updated_at = in.now};
+    char hash[17];
+    in.pod = (struct observed_pod){.exists = true, .phase = "Running", .ready = true,
+                                   .ip = "127.1.0.9", .sandbox_hash = children_sandbox_hash(s, &cfg, hash)};
+    in.fork_parent_address = "127.1.0.5:8080";
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *job = find(&o, RA_CREATE, "batch/v1/jobs");
+    ASSERT_NOT_NULL(job);
+    ASSERT_EQ_STR(json_get(json_get(job->object, "metadata"), "name")->valuestring, "s1-copy");
+    char *args = json_print(json_get(json_get(json_get(job->object, "spec"), "template"), "spec"));
+    ASSERT_CONTAINS(args, "--from=127.1.0.5:8080");
+    ASSERT_CONTAINS(args, "--to=127.1.0.9:8080");
+    ASSERT_CONTAINS(args, "p-sandbox-token");
+    free(args);
+    reconcile_output_done(&o);
+
+    /* copy done -> forked_from, then a normal session */
+    in.copy_job = (struct observed_job){.exists = true, .complete = true};
+    reconcile_decide(&in, &o);
+    a = find(&o, RA_JOURNAL_APPEND, "forked_from");
+    ASSERT_NOT_NULL(a);
+    ASSERT_EQ_STR(a->key, "forked-from");
+    reconcile_output_done(&o);
+    in.journal.last_seq = 13;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Succeeded");
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, NULL), 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}

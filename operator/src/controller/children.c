@@ -162,8 +162,11 @@ cJSON *children_network_policy(const struct session_spec *s)
     push_str(types, "Egress");
     /* ingress: only this session's runner pods, only sandboxd's port */
     cJSON *rule = push_obj(arr(spec, "ingress"));
-    cJSON *from = push_obj(arr(rule, "from"));
-    selector_labels(sub(from, "podSelector"), "matchLabels", s, "runner");
+    cJSON *peers = arr(rule, "from");
+    selector_labels(sub(push_obj(peers), "podSelector"), "matchLabels", s, "runner");
+    /* ... and the copy Jobs of this session's forks (label set on them) */
+    cJSON *copier = push_obj(peers);
+    str(sub(sub(copier, "podSelector"), "matchLabels"), CHILDREN_LABEL_COPY_FROM, s->uid);
     cJSON *port = push_obj(arr(rule, "ports"));
     str(port, "protocol", "TCP");
     cJSON_AddNumberToObject(port, "port", SANDBOX_PORT);
@@ -429,12 +432,15 @@ cJSON *children_turn_job(const struct session_spec *s, const struct children_con
 }
 
 cJSON *children_copy_job(const struct session_spec *child_s, const struct children_config *c,
-                         const char *from_addr, const char *to_addr)
+                         const char *from_addr, const char *to_addr,
+                         const char *from_token_secret)
 {
     char *name = children_name(child_s->name, "copy");
     cJSON *ctr = NULL;
     cJSON *o = runner_job(child_s, c, name, 3600, &ctr);
     free(name);
+    cJSON *tmeta = (cJSON *)json_get(json_get(json_get(o, "spec"), "template"), "metadata");
+    str((cJSON *)json_get(tmeta, "labels"), CHILDREN_LABEL_COPY_FROM, child_s->fork_from.uid);
     cJSON *cmd = arr(ctr, "command");
     push_str(cmd, "tern-runner");
     push_str(cmd, "copy");
@@ -447,5 +453,12 @@ cJSON *children_copy_job(const struct session_spec *child_s, const struct childr
     free(t);
     cJSON *e = arr(ctr, "env");
     env(e, "TERN_SANDBOX_TOKEN_FILE", SANDBOX_TOKEN_FILE);
+    env(e, "TERN_FROM_TOKEN_FILE", CHILDREN_FROM_TOKEN_DIR "/token");
+    mount((cJSON *)json_get(ctr, "volumeMounts"), "from-token", CHILDREN_FROM_TOKEN_DIR, NULL, 1);
+    cJSON *vols = (cJSON *)json_get(json_get(json_get(json_get(o, "spec"), "template"), "spec"),
+                                    "volumes");
+    cJSON *v = push_obj(vols);
+    str(v, "name", "from-token");
+    str(sub(v, "secret"), "secretName", from_token_secret);
     return o;
 }

@@ -64,9 +64,15 @@ cJSON *children_sandbox_pod(const struct session_spec *s, const struct children_
 cJSON *children_turn_job(const struct session_spec *s, const struct children_config *c,
                          int64_t turn);
 /* The fork copy Job <child>-copy (tern-runner copy --from --to), owned by
- * the child session `child`: streams the parent sandbox's snapshot into the
- * child's. */
+ * the child session: streams the parent sandbox's snapshot into the
+ * child's. from_token_secret: the parent's token Secret (same namespace),
+ * mounted at CHILDREN_FROM_TOKEN_DIR. Its pod carries the label
+ * tern.dev/copy-from-uid=<parent uid>, which the parent's NetworkPolicy
+ * admits. */
 cJSON *children_copy_job(const struct session_spec *child, const struct children_config *c,
-                         const char *from_addr, const char *to_addr);
+                         const char *from_addr, const char *to_addr,
+                         const char *from_token_secret);
+#define CHILDREN_FROM_TOKEN_DIR   "/var/run/tern/from-token"
+#define CHILDREN_LABEL_COPY_FROM  "tern.dev/copy-from-uid"
 
 #endif

@@ -115,6 +115,27 @@ static void enqueue_for(struct controller *c, enum watched w, const cJSON *obj, 
         }
         workqueue_add(c->q, key);
         free(key);
+        /* a fork's progress matters to its parent, the parent's sandbox to
+         * its forks */
+        const char *parent_uid = label(obj, RECONCILE_LABEL_FORK_OF);
+        if (parent_uid) {
+            pthread_mutex_lock(&c->mu);
+            const char *pk = kmap_get(c->uid_to_key, parent_uid);
+            char *copy = pk ? xstrdup(pk) : NULL;
+            pthread_mutex_unlock(&c->mu);
+            if (copy)
+                workqueue_add(c->q, copy);
+            free(copy);
+        }
+        const cJSON *f;
+        cJSON_ArrayForEach(f, json_get(json_get(obj, "status"), "forks"))
+        {
+            if (!cJSON_IsString(f))
+                continue;
+            char *fk = xasprintf("%s/%s", ns, f->valuestring);
+            workqueue_add(c->q, fk);
+            free(fk);
+        }
         return;
     }
     const char *session = label(obj, CHILDREN_LABEL_SESSION);
@@ -254,6 +275,34 @@ static int find_latest_job(void *ctx, const cJSON *obj)
     return 0;
 }
 
+struct fork_scan {
+    const char *parent_uid;
+    int copying;
+};
+
+/* Forks of parent_uid that have not finished copying: their Ready condition
+ * says Forking, or they have no status yet. */
+static int count_copying_forks(void *ctx, const cJSON *obj)
+{
+    struct fork_scan *fs = ctx;
+    const char *p = label(obj, RECONCILE_LABEL_FORK_OF);
+    if (!p || strcmp(p, fs->parent_uid) != 0)
+        return 0;
+    const cJSON *st = json_get(obj, "status");
+    const cJSON *c;
+    bool forking = !st;
+    cJSON_ArrayForEach(c, json_get(st, "conditions"))
+    {
+        const cJSON *t = json_get(c, "type"), *r = json_get(c, "reason");
+        if (cJSON_IsString(t) && strcmp(t->valuestring, "Ready") == 0 && cJSON_IsString(r) &&
+            strcmp(r->valuestring, "Forking") == 0)
+            forking = true;
+    }
+    if (forking)
+        fs->copying++;
+    return 0;
+}
+
 static bool cond_true(const cJSON *obj, const char *type, const char **ret_reason)
 {
     const cJSON *c;
@@ -317,6 +366,7 @@ static const struct kgvr *gvr_of(const char *resource)
         {"v1/secrets", W_SECRETS},
         {"v1/configmaps", W_CONFIGMAPS},
         {"networking.k8s.io/v1/networkpolicies", W_NETPOLS},
+        {"tern.dev/v1alpha1/agentsessions", W_SESSIONS},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(map[i].name, resource) == 0)
@@ -399,6 +449,10 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
         }
         case RA_DELETE_JOURNAL:
             r = journal_delete(c->cfg.etcd, uid, err);
+            break;
+        case RA_COPY_JOURNAL:
+            /* resumable: a second call continues after the last copied seq */
+            r = journal_copy_until(c->cfg.etcd, a->from_uid, uid, a->upto, NULL, err);
             break;
         case RA_JOURNAL_APPEND: {
             struct journal_append_req req = {
@@ -498,7 +552,8 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
     struct journal *j = NULL;
     struct reconcile_output out = {0};
     int r = 0;
-    cJSON *pod = NULL;
+    cJSON *pod = NULL, *copy_job = NULL;
+    char *parent_addr = NULL;
     struct owned_scan jobs = {0};
     if (!session)
         goto done; /* deleted: children go with it */
@@ -564,6 +619,31 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
             json_get_int64(json_get(jobs.best, "status"), "status", "failed", JSON_OPTIONAL,
                            &in.job.failed_pods, NULL);
         }
+        in.spec_json = json_get(session, "spec");
+        if (cJSON_GetArraySize(json_get(in.status, "forks")) > 0) {
+            /* only parents pay for the scan */
+            struct fork_scan fs = {.parent_uid = uid};
+            informer_each(c->inf[W_SESSIONS], count_copying_forks, &fs);
+            in.forks_copying = fs.copying;
+        }
+        if (in.spec->fork_from.set) {
+            cJSON *parent = informer_get(c->inf[W_SESSIONS], ns, in.spec->fork_from.session);
+            const char *puid = meta_str(parent, "uid");
+            const cJSON *psb = json_get(json_get(parent, "status"), "sandbox");
+            const cJSON *addr = json_get(psb, "address");
+            if (puid && strcmp(puid, in.spec->fork_from.uid) == 0 &&
+                cJSON_IsTrue(json_get(psb, "ready")) && cJSON_IsString(addr))
+                parent_addr = xstrdup(addr->valuestring);
+            cJSON_Delete(parent);
+            in.fork_parent_address = parent_addr;
+            char *cj = children_name(name, "copy");
+            if (owned_has(c, W_JOBS, uid, cj, &copy_job)) {
+                in.copy_job.exists = true;
+                in.copy_job.complete = cond_true(copy_job, "Complete", NULL);
+                in.copy_job.failed = cond_true(copy_job, "Failed", &in.copy_job.failed_reason);
+            }
+            free(cj);
+        }
         char token[65];
         if (!in.token_exists && reconcile_new_token(token) == 0)
             in.new_token = token;
@@ -584,6 +664,8 @@ done:
     journal_free(j);
     session_spec_free(spec);
     cJSON_Delete(pod);
+    cJSON_Delete(copy_job);
+    free(parent_addr);
     cJSON_Delete(jobs.best);
     cJSON_Delete(session);
     free(ns);

@@ -26,6 +26,7 @@ void reconcile_output_done(struct reconcile_output *out)
         cJSON_Delete(a->object);
         for (size_t k = 0; k < sizeof a->keys / sizeof a->keys[0]; k++)
             free(a->keys[k]);
+        free(a->from_uid);
         free(a->event_type);
         free(a->reason);
         free(a->note);
@@ -98,9 +99,6 @@ static cJSON *status_base(const struct reconcile_input *in)
     const cJSON *conds = json_get(in->status, "conditions");
     cJSON_AddItemToObject(st, "conditions",
                           cJSON_IsArray(conds) ? json_dup(conds) : cJSON_CreateArray());
-    const cJSON *forks = json_get(in->status, "forks");
-    if (cJSON_IsArray(forks))
-        cJSON_AddItemToObject(st, "forks", json_dup(forks));
     json_add_int64(st, "observedGeneration", in->generation);
     return st;
 }
@@ -183,6 +181,87 @@ static void decide_approval(const struct reconcile_input *in, struct reconcile_o
         rm->keys[k++] = xstrdup(RECONCILE_ANN_REASON);
 }
 
+/* A DNS-1123 label of at most SESSION_MAX_NAME characters. */
+static bool valid_session_name(const char *n)
+{
+    size_t len = strlen(n);
+    if (len == 0 || len > SESSION_MAX_NAME)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = n[i];
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+                  (ch == '-' && i > 0 && i + 1 < len);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* The child AgentSession of a fork: the parent's spec with forkFrom set,
+ * not owned by the parent (the two are independent afterwards). */
+static cJSON *fork_child(const struct reconcile_input *in, const char *child, uint64_t at_seq)
+{
+    cJSON *o = cJSON_CreateObject();
+    json_add_string(o, "apiVersion", "tern.dev/v1alpha1");
+    json_add_string(o, "kind", "AgentSession");
+    cJSON *meta = cJSON_AddObjectToObject(o, "metadata");
+    json_add_string(meta, "name", child);
+    json_add_string(meta, "namespace", in->ns);
+    cJSON *labels = cJSON_AddObjectToObject(meta, "labels");
+    json_add_string(labels, RECONCILE_LABEL_FORK_OF, in->uid);
+    json_add_string(labels, "tern.dev/forked-from", in->name);
+    cJSON *spec = in->spec_json ? json_dup(in->spec_json) : cJSON_CreateObject();
+    cJSON_DeleteItemFromObjectCaseSensitive(spec, "forkFrom");
+    cJSON_DeleteItemFromObjectCaseSensitive(spec, "suspend");
+    cJSON *ff = cJSON_AddObjectToObject(spec, "forkFrom");
+    json_add_string(ff, "session", in->name);
+    json_add_string(ff, "uid", in->uid);
+    json_add_int64(ff, "atSeq", (int64_t)at_seq);
+    cJSON_AddItemToObject(o, "spec", spec);
+    return o;
+}
+
+static void remove_annotation(struct reconcile_output *out, const char *key)
+{
+    struct reconcile_action *rm = add(out, RA_REMOVE_ANNOTATIONS);
+    rm->keys[0] = xstrdup(key);
+}
+
+/* The fork intent of a parent: create the child, journal the fork point,
+ * remove the annotation. Only when nothing else moves the journal in this
+ * pass, so the fork point is exactly the last event seen. */
+static void decide_fork(const struct reconcile_input *in, struct reconcile_output *out,
+                        cJSON *forks)
+{
+    const char *child = in->ann_fork;
+    if (!valid_session_name(child) || strcmp(child, in->name) == 0) {
+        char *note = xasprintf("tern.dev/fork: \"%s\" is not a usable session name (a DNS "
+                               "label of at most %d characters, not this session's own)",
+                               child, SESSION_MAX_NAME);
+        event(out, "Warning", "ForkRejected", note);
+        free(note);
+        remove_annotation(out, RECONCILE_ANN_FORK);
+        return;
+    }
+    uint64_t at = in->journal.last_seq;
+    create(out, "tern.dev/v1alpha1/agentsessions", fork_child(in, child, at));
+    cJSON *d = cJSON_CreateObject();
+    json_add_string(d, "child", child);
+    json_add_int64(d, "atSeq", (int64_t)at);
+    char *key = xasprintf("fork/%s", child);
+    append(out, "fork_created", in->journal.turn, key, d);
+    free(key);
+    remove_annotation(out, RECONCILE_ANN_FORK);
+    char *note = xasprintf("forked into %s at journal seq %llu", child, (unsigned long long)at);
+    event(out, "Normal", "ForkCreated", note);
+    free(note);
+    bool listed = false;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, forks) listed = listed || (cJSON_IsString(f) && strcmp(f->valuestring, child) == 0);
+    if (!listed)
+        cJSON_AddItemToArray(forks, cJSON_CreateString(child));
+}
+
 static bool terminal_outcome(const char *o)
 {
     return streq(o, "limit") || streq(o, "error");
@@ -234,11 +313,24 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         /* the status follows from the journal on the next pass */
     }
 
+    /* --- a fork copies its parent's journal and workspace first ---------- */
+    bool is_fork = s->fork_from.set;
+    uint64_t fork_at = is_fork ? (uint64_t)s->fork_from.at_seq : 0;
+    bool forked = !is_fork || j->last_seq > fork_at;
+    if (!forked && j->last_seq < fork_at) {
+        struct reconcile_action *a = add(out, RA_COPY_JOURNAL);
+        a->from_uid = xstrdup(s->fork_from.uid);
+        a->upto = fork_at;
+    }
+    cJSON *forks = cJSON_IsArray(json_get(in->status, "forks"))
+                       ? json_dup(json_get(in->status, "forks"))
+                       : cJSON_CreateArray();
+
     /* --- intents, only between turns ---------------------------------- */
     bool decided = false;
     bool fresh = j->last_seq == 0;
     bool new_intent = false;
-    if (between_turns && !out->requeue_after) {
+    if (between_turns && !out->requeue_after && forked) {
         if (fresh && !s->fork_from.set) {
             cJSON *d = cJSON_CreateObject();
             json_add_string(d, "source", "objective");
@@ -299,12 +391,17 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
      * do not depend on it */
     bool journal_moving = false;
     for (size_t i = 0; i < out->nactions; i++)
-        journal_moving = journal_moving || out->actions[i].kind == RA_JOURNAL_APPEND;
+        journal_moving = journal_moving || out->actions[i].kind == RA_JOURNAL_APPEND ||
+                         out->actions[i].kind == RA_COPY_JOURNAL;
+    if (in->ann_fork && between_turns && forked && !journal_moving && !out->requeue_after) {
+        decide_fork(in, out, forks);
+        journal_moving = true;
+    }
 
     bool limit = streq(j->outcome, "limit");
     bool failed = terminal_outcome(j->outcome);
-    bool want_turn = !failed && !s->suspend && !j->pending_id && !running &&
-                     (j->intent_pending || new_intent);
+    bool want_turn = !failed && !s->suspend && !j->pending_id && !running && forked &&
+                     in->forks_copying == 0 && (j->intent_pending || new_intent);
 
     /* --- children that always exist ---------------------------------- */
     if (!in->pvc_exists)
@@ -322,7 +419,8 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     bool pod_usable = in->pod.exists && !in->pod.deleting && !streq(in->pod.phase, "Failed") &&
                       !streq(in->pod.phase, "Succeeded");
     bool pod_stale = pod_usable && !streq(in->pod.sandbox_hash, hash);
-    bool need_sandbox = !failed && (running || (want_turn && !s->suspend));
+    bool need_sandbox = !failed && (running || (want_turn && !s->suspend) || !forked ||
+                                    in->forks_copying > 0);
     bool sandbox_ready = pod_usable && !pod_stale && in->pod.ready && in->pod.ip;
     if (in->pod.exists && !in->pod.deleting && !running) {
         bool park = false;
@@ -361,6 +459,32 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         event(out, "Normal", "SandboxCreated", "sandbox pod created");
     }
 
+    /* --- a fork's workspace copy ------------------------------------------ */
+    if (!forked && j->last_seq == fork_at && !journal_moving) {
+        if (in->copy_job.exists && in->copy_job.complete) {
+            cJSON *d = cJSON_CreateObject();
+            json_add_string(d, "session", s->fork_from.session);
+            json_add_string(d, "uid", s->fork_from.uid);
+            json_add_int64(d, "atSeq", (int64_t)fork_at);
+            append(out, "forked_from", j->turn, "forked-from", d);
+            event(out, "Normal", "ForkReady", "journal and workspace copied from the parent");
+        } else if (in->copy_job.exists && in->copy_job.failed) {
+            cJSON *d = cJSON_CreateObject();
+            json_add_string(d, "outcome", "error");
+            json_add_string(d, "reason", "ForkCopyFailed");
+            append(out, "turn_finished", j->turn, "fork/copy-failed", d);
+            event(out, "Warning", "ForkCopyFailed", "the workspace copy Job failed");
+        } else if (!in->copy_job.exists && sandbox_ready && in->fork_parent_address) {
+            char *to = xasprintf("%s:%d", in->pod.ip, SANDBOX_PORT);
+            char *ptok = children_name(s->fork_from.session, "sandbox-token");
+            create(out, "batch/v1/jobs",
+                   children_copy_job(s, in->cfg, in->fork_parent_address, to, ptok));
+            free(ptok);
+            free(to);
+            event(out, "Normal", "ForkCopying", "copying the parent's workspace");
+        }
+    }
+
     /* --- the next turn ------------------------------------------------ */
     int64_t next_turn = j->turn + 1;
     bool job_for_next = in->job.exists && in->job.turn == next_turn;
@@ -378,6 +502,8 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     const char *phase;
     if (failed)
         phase = "Failed";
+    else if (!forked)
+        phase = "Provisioning";
     else if (running)
         phase = "Running";
     else if (j->pending_id)
@@ -396,9 +522,12 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     json_add_string(st, "phase", phase);
     bool ok = !failed;
     const char *ready_reason = phase;
+    if (!forked && !failed)
+        ready_reason = "Forking";
     set_cond(st, in, "Ready", ok && strcmp(phase, "Pending") && strcmp(phase, "Provisioning"),
              failed ? (limit ? "BudgetExhausted" : "TurnFailed") : ready_reason,
-             failed ? "the session failed" : "");
+             failed ? "the session failed"
+                    : (!forked ? "copying the parent's journal and workspace" : ""));
     set_cond(st, in, "SandboxReady", sandbox_ready, sandbox_ready ? "PodReady" : "NoSandbox",
              sandbox_ready ? "" : "the sandbox pod is not running");
     set_cond(st, in, "TurnRunning", running, running ? "JobActive" : "BetweenTurns", "");
@@ -463,6 +592,11 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         if (j->result_artifacts)
             cJSON_AddItemToObject(r, "artifacts", json_dup(j->result_artifacts));
     }
+    if (cJSON_GetArraySize(forks) > 0)
+        cJSON_AddItemToObject(st, "forks", forks);
+    else
+        cJSON_Delete(forks);
+    forks = NULL;
     /* announce terminal transitions once */
     const char *old_phase = old_str(in->status, "phase", NULL);
     if (!streq(old_phase, phase)) {

@@ -26,6 +26,7 @@
 #define RECONCILE_ANN_REASON     "tern.dev/reason"
 #define RECONCILE_ANN_FORK       "tern.dev/fork"
 #define RECONCILE_ANN_RETAIN     "tern.dev/retain-journal" /* "true": keep it on delete */
+#define RECONCILE_LABEL_FORK_OF  "tern.dev/forked-from-uid" /* on fork children */
 
 struct observed_pod {
     bool exists;
@@ -73,6 +74,14 @@ struct reconcile_input {
     const struct session_spec *spec; /* NULL when the spec is invalid */
     const char *invalid;             /* the validation message when spec is NULL */
     const cJSON *status;             /* the current status, or NULL */
+    const cJSON *spec_json;          /* the stored spec (copied into forks) */
+
+    /* forks of this session still copying its workspace: the parent keeps
+     * its sandbox and starts no turn until they are done */
+    int forks_copying;
+    /* when this session is a fork (spec.forkFrom): */
+    const char *fork_parent_address; /* the parent's ready sandbox address, or NULL */
+    struct observed_job copy_job;    /* the Job <name>-copy */
 
     bool pvc_exists, token_exists, task_exists, netpol_exists;
     struct observed_pod pod;
@@ -90,6 +99,7 @@ enum reconcile_action_kind {
     RA_DELETE_JOURNAL,
     RA_JOURNAL_APPEND,      /* type_name, turn, key, data */
     RA_REMOVE_ANNOTATIONS,  /* keys (NULL-terminated) */
+    RA_COPY_JOURNAL,        /* from_uid, upto (into this session's journal) */
     RA_CREATE,              /* resource ("v1/pods"), object */
     RA_DELETE,              /* resource, name */
     RA_EVENT,               /* event_type, reason, note */
@@ -105,6 +115,8 @@ struct reconcile_action {
     char *name;
     cJSON *object;
     char *keys[8];          /* annotation keys to remove */
+    char *from_uid;         /* journal copy source */
+    uint64_t upto;          /* journal copy: last seq copied */
     char *event_type;       /* Normal | Warning */
     char *reason;
     char *note;
