@@ -1,0 +1,254 @@
+"""ternlocal - run Tern on one machine: etcd, tern-dev, the scripted model
+server and tern-operator, each on free loopback ports, in one work directory.
+
+Used by `make demo` (scripts/demo) and by the end-to-end suites
+(tests/integration/test_e2e_*.py). Standard library only; run it with
+/usr/bin/python3.
+
+    with Local(workdir) as t:
+        t.start_all(script="examples/demo-script.json")
+        t.kubectl("apply", "-f", "crds/")
+        ...
+
+Every process is started with its output in workdir/logs/ and stopped by pid
+(SIGTERM, then SIGKILL after a grace period) when the context exits. Readiness
+is always a condition polled with a deadline (a ready line, /health, an
+established CRD), never a fixed sleep.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BUILD = os.environ.get("TERN_BUILD", os.path.join(ROOT, "build"))
+BIN = os.path.join(BUILD, "bin")
+KUBECTL = os.environ.get("KUBECTL", "/usr/bin/kubectl")
+ETCD = "/usr/bin/etcd"
+
+
+class Failed(Exception):
+    pass
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what, fn, timeout, interval=0.05):
+    """Polls fn() until it returns a true value; raises Failed after timeout."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            v = fn()
+            if v:
+                return v
+        except Exception as e:  # the condition may fail until it holds
+            last = e
+        time.sleep(interval)
+    raise Failed("timed out after %ss waiting for %s%s" %
+                 (timeout, what, (": %s" % last) if last else ""))
+
+
+class Proc:
+    def __init__(self, name, argv, logdir, env=None, stdout_pipe=False):
+        self.name = name
+        self.log = os.path.join(logdir, name + ".log")
+        self.logf = open(self.log, "ab")
+        self.p = subprocess.Popen(argv, stdout=subprocess.PIPE if stdout_pipe else self.logf,
+                                  stderr=self.logf, env=env, start_new_session=True)
+
+    def read_line(self, timeout):
+        """The first stdout line (for 'ready' lines), within timeout."""
+        os.set_blocking(self.p.stdout.fileno(), False)
+        buf = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            chunk = self.p.stdout.read()
+            if chunk:
+                buf += chunk
+                if b"\n" in buf:
+                    line, rest = buf.split(b"\n", 1)
+                    self.logf.write(buf)
+                    self.logf.flush()
+                    return line.decode()
+            elif self.p.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise Failed("%s printed no ready line within %ss (exit %s); log %s:\n%s" %
+                     (self.name, timeout, self.p.poll(), self.log, self.tail()))
+
+    def tail(self, n=3000):
+        try:
+            with open(self.log, "r", errors="replace") as f:
+                return f.read()[-n:]
+        except OSError:
+            return ""
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, grace=15):
+        if self.p.poll() is None:
+            try:
+                os.killpg(self.p.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                self.p.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+        self.logf.close()
+
+
+class Local:
+    def __init__(self, workdir=None, keep=False):
+        self.own_dir = workdir is None
+        self.dir = workdir or tempfile.mkdtemp(prefix="tern-local-")
+        self.logs = os.path.join(self.dir, "logs")
+        os.makedirs(self.logs, exist_ok=True)
+        self.home = os.path.join(self.dir, "home")
+        os.makedirs(self.home, exist_ok=True)
+        self.keep = keep
+        self.procs = {}
+        self.etcd_url = None
+        self.kubeconfig = None
+        self.model_addr = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_all()
+        if self.own_dir and not self.keep and not exc[0]:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ---- processes ----------------------------------------------------
+    def start_etcd(self):
+        for _ in range(5):
+            cport, pport = free_port(), free_port()
+            url = "http://127.0.0.1:%d" % cport
+            data = os.path.join(self.dir, "etcd")
+            p = Proc("etcd", [ETCD, "--data-dir", data, "--name", "tern-local",
+                              "--listen-client-urls", url, "--advertise-client-urls", url,
+                              "--listen-peer-urls", "http://127.0.0.1:%d" % pport,
+                              "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % pport,
+                              "--initial-cluster", "tern-local=http://127.0.0.1:%d" % pport],
+                     self.logs)
+            try:
+                wait_for("etcd /health", lambda: p.alive() and
+                         b"true" in urllib.request.urlopen(url + "/health", timeout=1).read(),
+                         20)
+            except Failed:
+                p.stop()
+                continue
+            self.procs["etcd"] = p
+            self.etcd_url = url
+            return url
+        raise Failed("etcd did not start (ports taken?)")
+
+    def start_terndev(self):
+        d = os.path.join(self.dir, "tern-dev")
+        env = dict(os.environ, PATH=BIN + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+        p = Proc("tern-dev", [os.path.join(BIN, "tern-dev"), "up", "--dir", d, "--port", "0",
+                              "--etcd", self.etcd_url], self.logs, env=env, stdout_pipe=True)
+        line = p.read_line(60)
+        want = "tern-dev ready kubeconfig=%s/kubeconfig" % d
+        if line != want:
+            p.stop()
+            raise Failed("tern-dev said %r, expected %r" % (line, want))
+        self.procs["tern-dev"] = p
+        self.kubeconfig = os.path.join(d, "kubeconfig")
+        return self.kubeconfig
+
+    def start_fakellm(self, script):
+        p = Proc("tern-fakellm", [os.path.join(BIN, "tern-fakellm"), "--script", script,
+                                  "--listen", "127.0.0.1:0", "--record",
+                                  os.path.join(self.dir, "model-requests.jsonl")],
+                 self.logs, stdout_pipe=True)
+        line = p.read_line(20)
+        if not line.startswith("tern-fakellm listening "):
+            p.stop()
+            raise Failed("tern-fakellm said %r" % line)
+        self.procs["tern-fakellm"] = p
+        self.model_addr = line.split()[-1]
+        return "http://%s/v1" % self.model_addr
+
+    def start_operator(self, name="tern-operator", extra=()):
+        argv = [os.path.join(BIN, "tern-operator"), "--kubeconfig", self.kubeconfig,
+                "--etcd-endpoints", self.etcd_url, "--metrics-addr", "127.0.0.1:%d" % free_port(),
+                "--health-addr", "127.0.0.1:%d" % free_port(), "--runner-image", "tern-runner:local",
+                "--sandbox-image", "tern-sandbox:local", "--id", name, *extra]
+        p = Proc(name, argv, self.logs)
+        self.procs[name] = p
+        return p
+
+    def start_all(self, script=None):
+        self.start_etcd()
+        self.start_terndev()
+        if script:
+            self.start_fakellm(script)
+        self.apply_crd()
+        self.start_operator()
+
+    def stop(self, name, sig=signal.SIGTERM):
+        p = self.procs.pop(name, None)
+        if p:
+            p.stop(sig)
+
+    def stop_all(self):
+        for name in ["tern-operator-2", "tern-operator", "tern-fakellm", "tern-dev", "etcd"]:
+            self.stop(name)
+        for name in list(self.procs):
+            self.stop(name)
+
+    # ---- kubectl -----------------------------------------------------
+    def kubectl(self, *args, input=None, check=True, timeout=120):
+        env = dict(os.environ, HOME=self.home, KUBECONFIG=self.kubeconfig)
+        r = subprocess.run([KUBECTL, *args], input=input, capture_output=True, text=True,
+                           env=env, timeout=timeout)
+        if check and r.returncode != 0:
+            raise Failed("kubectl %s: exit %d: %s" % (" ".join(args), r.returncode,
+                                                     r.stderr.strip()))
+        return r.stdout
+
+    def get_json(self, *args):
+        return json.loads(self.kubectl("get", *args, "-o", "json"))
+
+    def apply_crd(self):
+        self.kubectl("apply", "-f", os.path.join(ROOT, "crds"))
+        self.kubectl("wait", "--for=condition=established", "--timeout=60s",
+                     "crd/agentsessions.tern.dev")
+
+    def session(self, name, ns="default"):
+        return self.get_json("agentsession", name, "-n", ns)
+
+    def wait_session(self, name, what, pred, timeout=120, ns="default"):
+        def check():
+            s = self.session(name, ns)
+            return s if pred(s) else None
+        return wait_for("%s %s" % (name, what), check, timeout, interval=0.2)
+
+    def logs_of(self, name):
+        p = self.procs.get(name)
+        return p.tail() if p else ""
+
+
+def phase(s):
+    return (s.get("status") or {}).get("phase")
+
+
+def condition(s, t):
+    for c in (s.get("status") or {}).get("conditions", []):
+        if c.get("type") == t:
+            return c.get("status")
+    return None
