@@ -740,9 +740,16 @@ static int map_error(long status, const cJSON *body, bool *unavailable, struct t
             m = json_get(body, "error");
         if (cJSON_IsString(m))
             msg = m->valuestring;
+        /* unary errors say "code"; errors inside a stream "grpc_code" */
         const cJSON *ci = json_get(body, "code");
+        if (!ci)
+            ci = json_get(body, "grpc_code");
         if (ci)
             json_item_int64(ci, &code);
+        int64_t hc = 0;
+        const cJSON *hi = json_get(body, "http_code");
+        if (status == 500 && hi && json_item_int64(hi, &hc) == 0 && hc > 0 && hc < 600)
+            status = (long)hc;
     }
     const char *text = msg ? msg : "";
     if (strstr(text, "required revision has been compacted"))
