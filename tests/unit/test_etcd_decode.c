@@ -121,6 +121,8 @@ TEST(error_bodies_map_to_typed_codes)
         {503, "{\"error\":\"etcdserver: no leader\",\"code\":14}", TERN_EUNREACHABLE, true},
         {504, "{\"error\":\"context deadline exceeded\",\"code\":4}", TERN_ETIMEOUT, true},
         {500, "{\"error\":\"something\",\"code\":2}", TERN_EHTTP, false},
+        {400, "{\"error\":\"etcdserver: user name is empty\",\"code\":3}", TERN_EAUTH, false},
+        {400, "{\"error\":\"etcdserver: authentication failed, invalid user ID or password\",\"code\":3}", TERN_EAUTH, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cJSON *j = J(cases[i].body);

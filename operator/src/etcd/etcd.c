@@ -758,7 +758,10 @@ static int map_error(long status, const cJSON *body, bool *unavailable, struct t
         return err_set(err, TERN_ETOOLARGE, "etcd: %s", msg ? msg : "request too large");
     if (strstr(text, "lease not found"))
         return err_set(err, TERN_ENOTFOUND, "etcd: %s", text);
-    if (code == 16 || code == 7 || status == 401 || status == 403)
+    /* etcd 3.4 reports some auth failures as InvalidArgument (code 3) */
+    if (code == 16 || code == 7 || status == 401 || status == 403 ||
+        strstr(text, "user name is empty") || strstr(text, "authentication failed") ||
+        strstr(text, "permission denied") || strstr(text, "auth token"))
         return err_set(err, TERN_EAUTH, "etcd: %s", msg ? msg : "unauthorized");
     if (code == 3 || code == 11 || code == 9 || code == 6 || code == 5)
         return err_set(err, TERN_EINVALID, "etcd: %s", text);
