@@ -4,6 +4,7 @@
 #include "../support/etcd_fixture.h"
 #include "base/mem.h"
 #include "etcd/etcd.h"
+#include "http/httpc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -395,4 +396,117 @@ TEST(failover_to_second_endpoint_and_unreachable)
     etcd_endpoints_free(list);
     ASSERT_EQ_INT(etcd_endpoints_parse("ftp://x", &list, &n, &e), TERN_EINVALID);
     ASSERT_EQ_INT(etcd_endpoints_parse("", &list, &n, &e), TERN_EINVALID);
+}
+
+static void raw_post(const char *path, const char *body, const char *auth_hdr)
+{
+    char url[160];
+    snprintf(url, sizeof url, "%s%s", fx.url, path);
+    const char *hdrs[] = {"Content-Type: application/json", auth_hdr, NULL};
+    struct httpc *h = httpc_new();
+    struct httpc_request req = {.method = "POST", .url = url, .headers = hdrs, .body = body,
+                                .body_len = strlen(body), .timeout_ms = 5000};
+    struct httpc_response resp;
+    struct tern_err e = {0};
+    ASSERT_OK(httpc_do(h, &req, &resp, &e));
+    if (resp.status != 200)
+        th_fail(__FILE__, __LINE__, "%s: HTTP %ld %s", path, resp.status, buf_str(&resp.body));
+    httpc_response_done(&resp);
+    httpc_free(h);
+}
+
+TEST(auth_username_password_token)
+{
+    struct etcd *c = start();
+    etcd_free(c);
+    raw_post("/v3/auth/user/add", "{\"name\":\"root\",\"password\":\"pw\"}", NULL);
+    raw_post("/v3/auth/role/add", "{\"name\":\"root\"}", NULL);
+    raw_post("/v3/auth/user/grant", "{\"user\":\"root\",\"role\":\"root\"}", NULL);
+    raw_post("/v3/auth/enable", "{}", NULL);
+    const char *eps[] = {fx.url};
+    struct tern_err e = {0};
+    /* no credentials: refused */
+    ASSERT_OK(etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1}, &c, &e));
+    struct etcd_kv *kv = NULL;
+    ASSERT_EQ_INT(etcd_get(c, "/a", &kv, NULL, &e), TERN_EAUTH);
+    etcd_free(c);
+    /* wrong password */
+    ASSERT_OK(etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1, .username = "root", .password = "no"}, &c, &e));
+    ASSERT_EQ_INT(etcd_get(c, "/a", &kv, NULL, &e), TERN_EAUTH);
+    etcd_free(c);
+    /* right password: token header on every request, watches included */
+    ASSERT_OK(etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1, .username = "root", .password = "pw"}, &c, &e));
+    put(c, "/w/a", "1");
+    ASSERT_OK(etcd_get(c, "/w/a", &kv, NULL, &e));
+    ASSERT_EQ_STR(kv->value, "1");
+    int64_t rev = kv->mod_revision;
+    etcd_kv_free(kv);
+    struct wctx w = {.mu = PTHREAD_MUTEX_INITIALIZER, .stop_after = 1};
+    ASSERT_EQ_INT(etcd_watch(c, &(struct etcd_watch_req){.keys = {.key = "/w/", .prefix = true}, .start_revision = rev}, on_batch, &w, NULL, NULL, &e), 42);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        th_fail(__FILE__, __LINE__, "open %s", path);
+    char *b = xmalloc(65536);
+    *len = fread(b, 1, 65535, f);
+    b[*len] = 0;
+    fclose(f);
+    return b;
+}
+
+/* https with client certificates (a throwaway CA made with openssl). */
+TEST(tls_client_certificates)
+{
+    const char *d = th_tmpdir();
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "set -e; exec >/dev/null 2>&1; cd '%s'; K='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes';"
+             "openssl req -x509 $K -keyout ca.key -out ca.crt -days 1 -subj /CN=test-ca;"
+             "openssl req $K -keyout server.key -out server.csr -subj /CN=etcd;"
+             "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext;"
+             "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 1 -extfile san.ext;"
+             "openssl req $K -keyout client.key -out client.csr -subj /CN=client;"
+             "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 1",
+             d);
+    if (system(cmd) != 0)
+        th_fail(__FILE__, __LINE__, "openssl failed");
+    char cert[600], key[600], ca[600], sub[600];
+    snprintf(cert, sizeof cert, "%s/server.crt", d);
+    snprintf(key, sizeof key, "%s/server.key", d);
+    snprintf(ca, sizeof ca, "%s/ca.crt", d);
+    snprintf(sub, sizeof sub, "%s/etcd", d);
+    struct tern_err e = {0};
+    struct etcd_fixture_opts o = {.cert_file = cert, .key_file = key, .trusted_ca_file = ca};
+    if (etcd_fixture_start(&fx, sub, &o, &e))
+        th_fail(__FILE__, __LINE__, "etcd fixture: %s", e.msg);
+    char path[600];
+    size_t clen, klen;
+    snprintf(path, sizeof path, "%s/client.crt", d);
+    char *ccert = slurp(path, &clen);
+    snprintf(path, sizeof path, "%s/client.key", d);
+    char *ckey = slurp(path, &klen);
+    const char *eps[] = {fx.tls_url};
+    struct etcd *c = NULL;
+    /* without a client certificate: the handshake fails (unreachable) */
+    struct httpc_tls t0 = {.ca_file = ca};
+    ASSERT_OK(etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1, .tls = &t0}, &c, &e));
+    struct etcd_kv *kv = NULL;
+    int r = etcd_get(c, "/a", &kv, NULL, &e);
+    ASSERT_TRUE(r == TERN_EUNREACHABLE || r == -EIO || r == TERN_EAUTH);
+    etcd_free(c);
+    struct httpc_tls t = {.ca_file = ca, .cert_pem = ccert, .cert_pem_len = clen, .key_pem = ckey, .key_pem_len = klen};
+    ASSERT_OK(etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1, .tls = &t}, &c, &e));
+    free(ccert);
+    free(ckey); /* the client keeps its own copies */
+    put(c, "/tls", "yes");
+    ASSERT_OK(etcd_get(c, "/tls", &kv, NULL, &e));
+    ASSERT_EQ_STR(kv->value, "yes");
+    etcd_kv_free(kv);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
 }

@@ -610,6 +610,23 @@ TEST(oversize_event_chunked_and_truncation)
     ASSERT_TRUE(cJSON_IsTrue(json_get(tr, "truncated")));
     cJSON_Delete(tr);
     cJSON_Delete(huge);
+
+    /* a fork copies the chunks with the head; a tail reassembles them */
+    uint64_t copied = 0;
+    ASSERT_OK(journal_copy_until(c, "big", "bigfork", 4, &copied, &e));
+    ASSERT_EQ_INT(copied, 4);
+    struct journal *f = jopen(c, "bigfork");
+    got = NULL;
+    ASSERT_OK(journal_replay(f, 1, keep_data, &got, NULL, &e));
+    ASSERT_NOT_NULL(got);
+    ASSERT_TRUE(strcmp(got, want) == 0);
+    free(got);
+    got = NULL;
+    struct collect *col = new_collect();
+    col->stop_at = 4;
+    ASSERT_EQ_INT(journal_tail(f, 1, collect_fn, col, NULL, &e), 7);
+    ASSERT_EQ_INT(col->n, 4);
+    journal_free(f);
     cJSON_Delete(d);
     free(want);
     free(big);

@@ -740,9 +740,16 @@ static int map_error(long status, const cJSON *body, bool *unavailable, struct t
             m = json_get(body, "error");
         if (cJSON_IsString(m))
             msg = m->valuestring;
+        /* unary errors say "code"; errors inside a stream "grpc_code" */
         const cJSON *ci = json_get(body, "code");
+        if (!ci)
+            ci = json_get(body, "grpc_code");
         if (ci)
             json_item_int64(ci, &code);
+        int64_t hc = 0;
+        const cJSON *hi = json_get(body, "http_code");
+        if (status == 500 && hi && json_item_int64(hi, &hc) == 0 && hc > 0 && hc < 600)
+            status = (long)hc;
     }
     const char *text = msg ? msg : "";
     if (strstr(text, "required revision has been compacted"))
@@ -751,7 +758,10 @@ static int map_error(long status, const cJSON *body, bool *unavailable, struct t
         return err_set(err, TERN_ETOOLARGE, "etcd: %s", msg ? msg : "request too large");
     if (strstr(text, "lease not found"))
         return err_set(err, TERN_ENOTFOUND, "etcd: %s", text);
-    if (code == 16 || code == 7 || status == 401 || status == 403)
+    /* etcd 3.4 reports some auth failures as InvalidArgument (code 3) */
+    if (code == 16 || code == 7 || status == 401 || status == 403 ||
+        strstr(text, "user name is empty") || strstr(text, "authentication failed") ||
+        strstr(text, "permission denied") || strstr(text, "auth token"))
         return err_set(err, TERN_EAUTH, "etcd: %s", msg ? msg : "unauthorized");
     if (code == 3 || code == 11 || code == 9 || code == 6 || code == 5)
         return err_set(err, TERN_EINVALID, "etcd: %s", text);

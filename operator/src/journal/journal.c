@@ -239,9 +239,10 @@ int journal_event_decode(const char *value, size_t len, struct journal_event *re
     ev.time = xstrdup(tm);
     ev.turn = turn;
     ev.key = key ? xstrdup(key) : NULL;
-    ev.data = data ? json_dup(data) : cJSON_CreateObject();
+    /* take the subtrees over instead of copying them */
+    ev.data = data ? cJSON_DetachItemFromObjectCaseSensitive(o, "data") : cJSON_CreateObject();
     if (chunks && ret_chunks)
-        *ret_chunks = json_dup(chunks);
+        *ret_chunks = cJSON_DetachItemFromObjectCaseSensitive(o, "chunks");
     else if (ret_chunks)
         *ret_chunks = NULL;
 out:
@@ -1236,23 +1237,23 @@ static int scan(struct etcd *c, const char *prefix, size_t page, uint64_t from, 
                 visit_fn visit, void *ctx, int64_t *ret_rev, uint64_t *ret_next,
                 struct tern_err *err)
 {
-    char *end = xasprintf("%sev0", prefix); /* '0' follows '/' */
+    /* Pages are key ranges [ev/next, ev/next+page): seq keys are fixed
+     * width, so a page holds at most `page` events, and etcd never walks
+     * (and counts) the rest of the journal for each page, as it does for a
+     * limit-only range. A short page is the end. */
     uint64_t next = from;
     int r = 0;
     for (;;) {
-        char *start = ev_key(prefix, next);
-        const char *range_end = end;
-        char *upto_end = NULL;
-        if (upto) {
-            upto_end = ev_key(prefix, upto + 1);
-            range_end = upto_end;
-        }
+        uint64_t stop = next + page; /* exclusive */
+        if (upto && stop > upto + 1)
+            stop = upto + 1;
+        char *start = ev_key(prefix, next), *range_end = ev_key(prefix, stop);
         struct etcd_range_resp rr;
         r = etcd_range(c, &(struct etcd_range_req){.keys = {.key = start, .range_end = range_end},
                                                    .limit = (int64_t)page},
                        &rr, err);
         free(start);
-        free(upto_end);
+        free(range_end);
         if (r)
             break;
         if (ret_rev)
@@ -1276,12 +1277,11 @@ static int scan(struct etcd *c, const char *prefix, size_t page, uint64_t from, 
             next = ev.seq + 1;
             journal_event_done(&ev);
         }
-        bool more = rr.more;
+        bool full = rr.nkvs == page && next == stop;
         etcd_range_resp_done(&rr);
-        if (r || !more)
+        if (r || !full || (upto && next > upto))
             break;
     }
-    free(end);
     if (!r && ret_next)
         *ret_next = next;
     return r;
