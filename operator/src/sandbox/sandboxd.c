@@ -975,6 +975,11 @@ static enum MHD_Result last_call(struct sandboxd *d, struct MHD_Connection *c, s
     const char *rest;
     if (r->kind == K_PUT)
         return do_put_end(d, c, r, method, url);
+    if (r->kind == K_RESTORE && r->err_status) { /* release before answering */
+        restore_free(r->rs);
+        r->rs = NULL;
+        atomic_flag_clear(&d->restoring);
+    }
     if (r->err_status)
         return send_error(d, c, r->err_status, r->err_code, r->err_msg, r, method, url);
     if (r->kind == K_EXEC)
