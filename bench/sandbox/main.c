@@ -150,7 +150,7 @@ int main(void)
             return 1;
         t[i] = now_us() - t0;
     }
-    report("via API, Idempotency-Key (2 fsyncs)", t, N);
+    report("via API, Idempotency-Key (4 fsyncs)", t, N);
     for (int i = 0; i < N; i++) {
         char key[32];
         snprintf(key, sizeof key, "bench/%d", i);
