@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define TOKEN_MAX 4096
@@ -174,13 +176,20 @@ int main(int argc, char **argv)
     cfg.token = token;
     cfg.token_len = token_len;
 
-    /* block the stop signals in every thread; main waits for them */
+    /* block the stop signals and SIGCHLD in every thread; main waits for them */
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGCHLD);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Orphans of commands (a daemonised grandchild, the rest of a killed
+     * fork bomb) are reparented to us - as PID 1 of a container they would
+     * be anyway - and reaped below, so zombies never pile up against the
+     * process limit. They become children of this (the main) thread, which
+     * reaps with __WNOTHREAD and so never takes an exec thread's child. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 
     struct tern_err err = {0};
     struct sandboxd *d = NULL;
@@ -199,7 +208,13 @@ int main(int argc, char **argv)
            port);
     fflush(stdout);
     int sig = 0;
-    sigwait(&stop, &sig);
+    for (;;) {
+        sigwait(&stop, &sig);
+        if (sig != SIGCHLD)
+            break;
+        while (waitpid(-1, NULL, WNOHANG | __WNOTHREAD) > 0)
+            ;
+    }
     tlog_info("stopping", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     sandboxd_stop(d);
     return 0;

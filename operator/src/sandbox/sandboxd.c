@@ -975,6 +975,11 @@ static enum MHD_Result last_call(struct sandboxd *d, struct MHD_Connection *c, s
     const char *rest;
     if (r->kind == K_PUT)
         return do_put_end(d, c, r, method, url);
+    if (r->kind == K_RESTORE && r->err_status) { /* release before answering */
+        restore_free(r->rs);
+        r->rs = NULL;
+        atomic_flag_clear(&d->restoring);
+    }
     if (r->err_status)
         return send_error(d, c, r->err_status, r->err_code, r->err_msg, r, method, url);
     if (r->kind == K_EXEC)
@@ -1247,6 +1252,19 @@ int sandboxd_start(const struct sandboxd_config *cfg, struct sandboxd **ret, str
     if (cfg->landlock == SANDBOXD_LANDLOCK_ON && !d->landlock) {
         rc = err_set(err, -ENOSYS, "--landlock on: the kernel has no Landlock");
         goto fail;
+    }
+    if (uid_set(d) && !d->landlock) {
+        /* without Landlock, only ownership keeps commands away from the
+         * records and the read-only parts: the root must not be theirs */
+        struct stat st;
+        if (fstat(d->wsfd, &st) != 0 || st.st_uid == d->cfg.run_uid || (st.st_mode & 0002) ||
+            (st.st_gid == d->cfg.run_gid && (st.st_mode & 0020))) {
+            rc = err_set(err, -EPERM,
+                         "workspace %s is writable by the command uid %u and Landlock is off: "
+                         "its records and read-only parts would be unprotected",
+                         d->ws_abs, (unsigned)d->cfg.run_uid);
+            goto fail;
+        }
     }
     rc = listen_socket(cfg->listen ? cfg->listen : ":8080", &d->listen_fd, &d->port, err);
     if (rc != 0)
