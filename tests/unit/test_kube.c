@@ -500,3 +500,69 @@ TEST(event_note_truncation)
     char t[8] = "abcdef";
     ASSERT_EQ_INT(recorder_truncate_utf8(t, 10), 6);
 }
+
+TEST(kubeconfig_yaml_as_kubectl_writes_it)
+{
+    const char *y =
+        "apiVersion: v1\n"
+        "kind: Config\n"
+        "clusters:\n"
+        "- cluster:\n"
+        "    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==\n"
+        "    server: https://127.0.0.1:6443\n"
+        "  name: dev\n"
+        "contexts:\n"
+        "- context:\n"
+        "    cluster: dev\n"
+        "    namespace: team-b\n"
+        "    user: admin\n"
+        "  name: dev\n"
+        "current-context: dev\n"
+        "preferences: {}\n"
+        "users:\n"
+        "- name: admin\n"
+        "  user:\n"
+        "    exec:\n"
+        "      apiVersion: client.authentication.k8s.io/v1\n"
+        "      command: kubectl-tern-auth\n"
+        "      args: [\"get-token\", '--cluster=dev']\n"
+        "      env: null\n"
+        "      provideClusterInfo: true\n"
+        "      interactiveMode: Never\n";
+    struct kubeconfig *c = NULL;
+    struct tern_err e = {0};
+    ASSERT_OK(kubeconfig_parse(y, strlen(y), NULL, NULL, &c, &e));
+    ASSERT_EQ_STR(c->server, "https://127.0.0.1:6443");
+    ASSERT_EQ_STR(c->namespace, "team-b");
+    ASSERT_EQ_STR(c->exec->command, "kubectl-tern-auth");
+    ASSERT_EQ_STR(c->exec->argv[2], "--cluster=dev");
+    ASSERT_TRUE(c->exec->provide_cluster_info);
+    kubeconfig_free(c);
+    /* a duplicate key is an error naming its path */
+    const char *dup = "current-context: a\ncurrent-context: b\n";
+    ASSERT_NE_INT(kubeconfig_parse(dup, strlen(dup), NULL, NULL, &c, &e), 0);
+    ASSERT_CONTAINS(e.msg, "current-context");
+    /* loading a file resolves relative paths against its directory */
+    const char *dir = th_tmpdir();
+    char *kc = xasprintf("%s/config", dir), *cert = xasprintf("%s/c.pem", dir),
+         *key = xasprintf("%s/k.pem", dir);
+    write_file(cert, "C");
+    write_file(key, "K");
+    write_file(kc, "current-context: x\ncontexts: [{name: x, context: {cluster: x, user: x}}]\n"
+                   "clusters: [{name: x, cluster: {server: 'http://h:1'}}]\n"
+                   "users: [{name: x, user: {client-certificate: c.pem, client-key: k.pem}}]\n");
+    ASSERT_OK(kubeconfig_load_file(kc, NULL, &c, &e));
+    ASSERT_EQ_STR(c->cert_pem, "C");
+    kubeconfig_free(c);
+    setenv("KUBECONFIG", "/nonexistent/a:", 1);
+    ASSERT_EQ_INT(kubeconfig_load_default(NULL, &c, &e), -ENOENT);
+    char *env = xasprintf("/nonexistent/a:%s", kc);
+    setenv("KUBECONFIG", env, 1);
+    ASSERT_OK(kubeconfig_load_default(NULL, &c, &e));
+    ASSERT_EQ_STR(c->server, "http://h:1");
+    kubeconfig_free(c);
+    free(env);
+    free(kc);
+    free(cert);
+    free(key);
+}

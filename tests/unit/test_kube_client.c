@@ -2,7 +2,7 @@
  * informers against the in-process fake API server (tests/support). */
 #include "harness.h"
 
-#include "../support/fake_kube.c"
+#include "../support/kube/fake_kube.c"
 
 #include "base/base64.h"
 #include "base/mem.h"

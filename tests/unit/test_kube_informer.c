@@ -3,7 +3,7 @@
  * restart under a running informer, bookmarks, event series. */
 #include "harness.h"
 
-#include "../support/fake_kube.c"
+#include "../support/kube/fake_kube.c"
 
 #include "base/mem.h"
 #include "json/json.h"

@@ -7,6 +7,7 @@
 #include "base/mem.h"
 #include "base/num.h"
 #include "json/json.h"
+#include "yaml/yamljson.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -463,7 +464,8 @@ int kubeconfig_parse(const char *text, size_t len, const struct kubeconfig_overr
         return err_set(err, TERN_ETOOLARGE, "kubeconfig: larger than %u bytes",
                        TERN_KUBE_MAX_KUBECONFIG);
     cJSON *doc = NULL;
-    int r = json_parse(text, len, &doc, err);
+    struct yamljson_opts yo = {.max_bytes = TERN_KUBE_MAX_KUBECONFIG};
+    int r = yamljson_parse_one(text, len, &yo, &doc, err);
     if (r)
         return err_wrap(err, r, "kubeconfig");
     r = kubeconfig_from_json(doc, ov, base_dir, ret, err);
