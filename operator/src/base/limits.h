@@ -44,4 +44,10 @@
 #define TERN_ETCD_MAX_RESPONSE     (64u << 20)  /* one unary response body */
 #define TERN_ETCD_MAX_KEY          4096         /* one key we send */
 
+/* journal module */
+#define TERN_JOURNAL_MAX_DATA      (16u << 20)  /* one event's data, chunked */
+#define TERN_JOURNAL_CHUNK         (384u << 10) /* one chunk of an oversize event */
+#define TERN_JOURNAL_MAX_UID       128
+#define TERN_JOURNAL_MAX_PAGE      10000        /* events per replay page */
+
 #endif
