@@ -59,7 +59,9 @@ $(LIB): $(LIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 .SECONDEXPANSION:
-$(O)/bin/%: $$(patsubst %.c,$(O)/%.o,$$(wildcard operator/cmd/%/*.c) $$(wildcard tests/fakes/%/*.c)) $(LIB)
+# ($$* not %: a % inside a secondary expansion is replaced by the stem too,
+#  which broke the patsubst and left binaries without their objects)
+$(O)/bin/%: $$(addsuffix .o,$$(basename $$(addprefix $(O)/,$$(wildcard operator/cmd/$$*/*.c tests/fakes/$$*/*.c)))) $(LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -77,7 +79,7 @@ $(O)/tests/replay/%: $(O)/tests/fuzz/%.o $(O)/tests/fuzz/replay_main.o $(LIB)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(O)/bench/%: $$(patsubst %.c,$(O)/%.o,$$(wildcard bench/%/*.c)) $(SUPPORT_OBJS) $(LIB)
+$(O)/bench/%: $$(addsuffix .o,$$(basename $$(addprefix $(O)/,$$(wildcard bench/$$*/*.c)))) $(SUPPORT_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
