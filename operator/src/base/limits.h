@@ -50,4 +50,7 @@
 #define TERN_JOURNAL_MAX_UID       128
 #define TERN_JOURNAL_MAX_PAGE      10000        /* events per replay page */
 
+/* yaml/yamljson */
+#define TERN_YAML_MAX_EXPANDED_BYTES (64u << 20) /* scalar+key bytes after alias expansion */
+
 #endif
