@@ -174,14 +174,46 @@ static bool is_integer(const cJSON *v)
     return cJSON_IsNumber(v) && strcmp(json_type_name(v), "integer") == 0;
 }
 
-/* Translates the common ECMA-262 escapes to POSIX classes. */
+/* Translates the common ECMA-262 constructs to POSIX ERE: \d \w \s (and
+ * negations outside brackets), escapes inside brackets, (?: groups. */
 static char *ecma_to_posix(const char *re)
 {
     struct buf b;
     buf_init(&b, SIZE_MAX / 2);
+    bool in_br = false;
     for (const char *p = re; *p; p++) {
+        if (!in_br && *p == '[') {
+            in_br = true;
+            buf_putc(&b, '[');
+            if (p[1] == '^')
+                buf_putc(&b, *++p);
+            if (p[1] == ']')
+                buf_putc(&b, *++p);
+            continue;
+        }
+        if (in_br && *p == ']') {
+            in_br = false;
+            buf_putc(&b, ']');
+            continue;
+        }
+        if (!in_br && p[0] == '(' && p[1] == '?' && p[2] == ':') {
+            buf_putc(&b, '(');
+            p += 2;
+            continue;
+        }
         if (*p == '\\' && p[1]) {
             p++;
+            if (in_br) {
+                switch (*p) {
+                case 'd': buf_puts(&b, "0-9"); break;
+                case 'w': buf_puts(&b, "A-Za-z0-9_"); break;
+                case 's': buf_puts(&b, "[:space:]"); break;
+                case 'n': buf_putc(&b, '\n'); break;
+                case 't': buf_putc(&b, '\t'); break;
+                default: buf_putc(&b, *p); break;
+                }
+                continue;
+            }
             switch (*p) {
             case 'd': buf_puts(&b, "[0-9]"); break;
             case 'D': buf_puts(&b, "[^0-9]"); break;
@@ -189,6 +221,8 @@ static char *ecma_to_posix(const char *re)
             case 'W': buf_puts(&b, "[^A-Za-z0-9_]"); break;
             case 's': buf_puts(&b, "[[:space:]]"); break;
             case 'S': buf_puts(&b, "[^[:space:]]"); break;
+            case 'n': buf_putc(&b, '\n'); break;
+            case 't': buf_putc(&b, '\t'); break;
             default:
                 buf_putc(&b, '\\');
                 buf_putc(&b, *p);
