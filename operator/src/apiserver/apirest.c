@@ -730,6 +730,10 @@ static void default_container(cJSON *c)
     }
     if (!json_get(c, "resources"))
         cJSON_AddObjectToObject(c, "resources");
+    cJSON *ports = cJSON_GetObjectItemCaseSensitive(c, "ports");
+    for (cJSON *p = cJSON_IsArray(ports) ? ports->child : NULL; p; p = p->next)
+        if (cJSON_IsObject(p) && !json_get(p, "protocol"))
+            cJSON_AddStringToObject(p, "protocol", "TCP");
 }
 
 static void default_pod_spec(cJSON *spec)
@@ -1499,7 +1503,8 @@ static cJSON *mutate(struct rq *q, enum mut_kind k, const cJSON *body, const cJS
     return NULL;
 }
 
-static void delete_and_reply(struct rq *q, const char *key, cJSON *obj, int64_t rev);
+static void delete_and_reply(struct rq *q, const char *key, cJSON *obj, int64_t rev,
+                             bool as_object);
 
 static void handle_update(struct rq *q, enum mut_kind k, const cJSON *body, const char *dup)
 {
@@ -1588,7 +1593,7 @@ static void handle_update(struct rq *q, enum mut_kind k, const cJSON *body, cons
         }
         cJSON_Delete(cur);
         if (jstr(json_get(obj, "metadata"), "deletionTimestamp") && finalizers_empty(obj)) {
-            delete_and_reply(q, key, obj, rev);
+            delete_and_reply(q, key, obj, rev, true);
             free(key);
             return;
         }
@@ -1722,7 +1727,8 @@ static void delete_namespace_content(struct rq *q, const char *ns)
     }
 }
 
-static void delete_and_reply(struct rq *q, const char *key, cJSON *obj, int64_t rev)
+static void delete_and_reply(struct rq *q, const char *key, cJSON *obj, int64_t rev,
+                             bool as_object)
 {
     int64_t drev = 0;
     struct tern_err e = {0};
@@ -1748,7 +1754,7 @@ static void delete_and_reply(struct rq *q, const char *key, cJSON *obj, int64_t 
     }
     if (!q->dry_run)
         after_write(q, drev);
-    if (q->res->crd) {
+    if (q->res->crd && !as_object) {
         cJSON *s = apistatus_success(q->res->group, q->res->plural, q->name,
                                      jstr(json_get(obj, "metadata"), "uid"));
         cJSON_Delete(obj);
@@ -1860,11 +1866,11 @@ static void handle_delete(struct rq *q)
                 }
                 after_write(q, drev);
                 q->dry_run = true; /* already deleted: just reply */
-                delete_and_reply(q, key, cur, rev);
+                delete_and_reply(q, key, cur, rev, false);
                 goto done;
             }
         }
-        delete_and_reply(q, key, cur, rev);
+        delete_and_reply(q, key, cur, rev, false);
         goto done;
     }
     st = apistatus_conflict(q->res->group, q->res->plural, q->name, NULL);

@@ -463,8 +463,20 @@ static void validate(const cJSON *schema, const cJSON *v, const char *path, bool
         }
         const cJSON *addl = json_get(schema, "additionalProperties");
         for (const cJSON *c = v->child; c; c = c->next) {
-            if (root && strcmp(c->string, "metadata") == 0)
+            if (root && strcmp(c->string, "metadata") == 0) {
+                /* only name and generateName may be constrained */
+                const cJSON *mdp = json_get(json_get(props, "metadata"), "properties");
+                static const char *keys[] = {"name", "generateName"};
+                for (size_t k = 0; k < 2; k++) {
+                    const cJSON *ks = json_get(mdp, keys[k]), *kv = json_get(c, keys[k]);
+                    if (ks && kv) {
+                        char *sub = xasprintf("metadata.%s", keys[k]);
+                        validate(ks, kv, sub, false, f);
+                        free(sub);
+                    }
+                }
                 continue;
+            }
             char *sub = join(path, c->string);
             const cJSON *ps = json_get(props, c->string);
             if (ps)
