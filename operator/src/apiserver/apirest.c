@@ -11,6 +11,7 @@
 #include "base/mem.h"
 #include "base/num.h"
 #include "json/json.h"
+#include "yaml/yamljson.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -566,7 +567,20 @@ static cJSON *decode_body(struct rq *q, cJSON **ret, char dup[256], bool allow_a
     struct json_parse_opts o = {.max_bytes = TERN_KUBE_MAX_OBJECT, .dups = JSON_DUPS_LAST_WINS};
     struct tern_err e = {0};
     cJSON *obj = NULL;
-    int rc = json_parse_opts(r->body, r->body_len, &o, &obj, &e);
+    int rc;
+    if (strstr(ct, "yaml")) {
+        struct yamljson_opts yo = {.max_bytes = TERN_KUBE_MAX_OBJECT};
+        rc = yamljson_parse_one(r->body, r->body_len, &yo, &obj, &e);
+        if (rc == TERN_EPARSE || (rc == TERN_ETOOLARGE && r->body_len <= TERN_KUBE_MAX_OBJECT)) {
+            char *m = xasprintf("error converting YAML to JSON: %s", e.msg);
+            cJSON *st = apistatus_bad_request(m);
+            free(m);
+            return st;
+        }
+        o.dup_path[0] = 0;
+    } else {
+        rc = json_parse_opts(r->body, r->body_len, &o, &obj, &e);
+    }
     if (rc == TERN_ETOOLARGE && r->body_len > TERN_KUBE_MAX_OBJECT)
         return apistatus_too_large("Request entity too large: limit is 3145728");
     if (rc) {
@@ -905,10 +919,18 @@ static void cr_schema(struct rq *q, cJSON *obj, struct apischema_paths *unknown,
 
 /* ---- writes --------------------------------------------------------------- */
 
-static cJSON *check_gvk(struct rq *q, const cJSON *obj)
+static cJSON *check_gvk(struct rq *q, cJSON *obj)
 {
-    const char *kind = jstr(obj, "kind"), *av = jstr(obj, "apiVersion");
     char *want_av = apires_api_version(q->res);
+    if (!q->res->crd) {
+        /* typed endpoints default the group/version/kind of the body */
+        const char *k0 = jstr(obj, "kind"), *a0 = jstr(obj, "apiVersion");
+        if (!k0 || !*k0)
+            set_str(obj, "kind", q->res->kind);
+        if (!a0 || !*a0)
+            set_str(obj, "apiVersion", want_av);
+    }
+    const char *kind = jstr(obj, "kind"), *av = jstr(obj, "apiVersion");
     cJSON *st = NULL;
     if (!kind || !*kind) {
         char *body = json_print(obj);
