@@ -398,7 +398,7 @@ static cJSON *strv_json(char **v)
     return a;
 }
 
-static cJSON *verbs(bool full)
+static cJSON *verbs(bool full, bool collection_delete)
 {
     static const char *all[] = {"create", "delete", "deletecollection", "get", "list",
                                 "patch",  "update", "watch"};
@@ -407,7 +407,8 @@ static cJSON *verbs(bool full)
     const char **v = full ? all : sub;
     size_t n = full ? 8 : 3;
     for (size_t i = 0; i < n; i++)
-        cJSON_AddItemToArray(a, cJSON_CreateString(v[i]));
+        if (collection_delete || strcmp(v[i], "deletecollection") != 0)
+            cJSON_AddItemToArray(a, cJSON_CreateString(v[i]));
     return a;
 }
 
@@ -429,7 +430,8 @@ cJSON *apires_resource_list(const struct apires_table *t, const char *group, con
         cJSON_AddStringToObject(e, "singularName", r->singular);
         cJSON_AddBoolToObject(e, "namespaced", r->namespaced);
         cJSON_AddStringToObject(e, "kind", r->kind);
-        cJSON_AddItemToObject(e, "verbs", verbs(true));
+        cJSON_AddItemToObject(e, "verbs",
+                              verbs(true, r->crd || strcmp(r->kind, "Namespace") != 0));
         if (r->short_names && r->short_names[0])
             cJSON_AddItemToObject(e, "shortNames", strv_json(r->short_names));
         if (r->categories && r->categories[0])
@@ -443,7 +445,7 @@ cJSON *apires_resource_list(const struct apires_table *t, const char *group, con
             cJSON_AddStringToObject(s, "singularName", "");
             cJSON_AddBoolToObject(s, "namespaced", r->namespaced);
             cJSON_AddStringToObject(s, "kind", r->kind);
-            cJSON_AddItemToObject(s, "verbs", verbs(false));
+            cJSON_AddItemToObject(s, "verbs", verbs(false, false));
             cJSON_AddItemToArray(rs, s);
         }
     }

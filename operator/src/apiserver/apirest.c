@@ -2184,6 +2184,11 @@ static void not_found_path(struct apirest_resp *resp)
                                        NULL, NULL));
 }
 
+static bool is_namespace(const struct apires *res)
+{
+    return !res->crd && strcmp(res->kind, "Namespace") == 0;
+}
+
 static void handle_resource(struct apirest *s, const struct apirest_req *req,
                             const struct apirest_path *p, struct apirest_resp *resp)
 {
@@ -2242,7 +2247,7 @@ static void handle_resource(struct apirest *s, const struct apirest_req *req,
                 handle_list(&q);
         } else if (strcmp(m, "POST") == 0) {
             handle_create(&q);
-        } else if (strcmp(m, "DELETE") == 0) {
+        } else if (strcmp(m, "DELETE") == 0 && !is_namespace(q.res)) {
             handle_delete_collection(&q);
         } else {
             respond_status(resp, apistatus_method_not_allowed(
