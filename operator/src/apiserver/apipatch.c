@@ -153,6 +153,19 @@ out:
     return rc;
 }
 
+/* cJSON 1.7.15's cJSON_InsertItemInArray drops the item: move the tail
+ * out, append, move the tail back. */
+static void insert_at(cJSON *arr, int i, cJSON *val)
+{
+    cJSON *tail = cJSON_CreateArray();
+    while (cJSON_GetArraySize(arr) > i)
+        cJSON_AddItemToArray(tail, cJSON_DetachItemFromArray(arr, i));
+    cJSON_AddItemToArray(arr, val);
+    while (tail->child)
+        cJSON_AddItemToArray(arr, cJSON_DetachItemFromArray(tail, 0));
+    cJSON_Delete(tail);
+}
+
 static int op_add(cJSON **root, const char *path, cJSON *val, bool replace, struct tern_err *err)
 {
     char **t;
@@ -196,7 +209,7 @@ static int op_add(cJSON **root, const char *path, cJSON *val, bool replace, stru
         else if (i == size)
             cJSON_AddItemToArray(parent, val);
         else
-            cJSON_InsertItemInArray(parent, i, val);
+            insert_at(parent, i, val);
         val = NULL;
     } else {
         rc = err_set(err, TERN_EINVALID,
