@@ -87,4 +87,7 @@
 #define TERN_KUBE_MAX_EVENT_QUEUE  1000        /* events waiting to be written */
 #define TERN_KUBE_MAX_EVENT_SERIES 4096        /* distinct events aggregated */
 
+/* yaml/yamljson */
+#define TERN_YAML_MAX_EXPANDED_BYTES (64u << 20) /* scalar+key bytes after alias expansion */
+
 #endif
