@@ -4,12 +4,14 @@
 #include "harness.h"
 
 #include "base/mem.h"
+#include "base/num.h"
 #include "devctl/devctl.h"
 #include "devctl/fsutil.h"
 #include "devctl/kobj.h"
 #include "devctl/objstore.h"
 #include "devctl/satoken.h"
 #include "json/json.h"
+#include "kubelet/devrun.h"
 #include "kubelet/kubelet.h"
 
 #include <arpa/inet.h>
@@ -668,4 +670,58 @@ TEST_T(kubelet_restart_kills_leftovers_and_restarts_pods, 60)
     free(rec);
     free(pids);
     env_done(&e);
+}
+
+TEST_T(devrun_threads_run_a_job_and_stop_pods_on_shutdown, 60)
+{
+    need_bwrap();
+    struct memstore *m = memstore_new(NULL, NULL);
+    struct objstore s = memstore_objstore(m);
+    char *vol = xasprintf("%s/volumes", th_tmpdir());
+    unsigned char key[SATOKEN_KEY_LEN];
+    memset(key, 1, sizeof key);
+    struct devrun_cfg cfg = {
+        .store = s,
+        .ctl = {.volume_dir = vol, .job = {0, 600}},
+        .kubelet = {.dir = th_tmpdir(), .sa_key = key, .restart_backoff_ms = 100},
+        .period_ms = 200,
+    };
+    struct devrun *r;
+    struct tern_err err;
+    ASSERT_OK(devrun_start(&cfg, &r, &err));
+    struct env e = {.m = m, .s = s};
+    /* wait for the default namespace, then run a Job and a long-running pod */
+    int64_t end = now_ms() + 10000;
+    while (objstore_get(&s, "v1/namespaces", "", "default", NULL, NULL) != 0 && now_ms() < end) {
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    create(&e, "batch/v1/jobs",
+           "{\"apiVersion\":\"batch/v1\",\"kind\":\"Job\",\"metadata\":{\"name\":\"turn\"},"
+           "\"spec\":{\"template\":{\"spec\":{\"restartPolicy\":\"Never\",\"containers\":[{"
+           "\"name\":\"r\",\"command\":[\"true\"]}]}}}}");
+    create(&e, "v1/pods",
+           POD("long", "", "{\"name\":\"main\",\"command\":[\"sleep\",\"600\"]}"));
+    bool done = false;
+    long pid = 0;
+    end = now_ms() + 20000;
+    while (!(done && pid > 0) && now_ms() < end) {
+        done = job_cond(&e, "Complete");
+        cJSON *p = get_pod(&e, "long");
+        const char *id = kobj_str(cJSON_GetArrayItem(kobj_at(p, "status.containerStatuses"), 0),
+                                  "containerID");
+        int64_t v;
+        if (id && strncmp(id, "bwrap://", 8) == 0 && num_parse_i64(id + 8, &v) == 0)
+            pid = (long)v;
+        cJSON_Delete(p);
+        struct timespec ts = {0, 50 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ASSERT_TRUE(done);
+    ASSERT_CMP_INT(pid, >, 0);
+    ASSERT_OK(kill((pid_t)pid, 0));
+    devrun_stop(r, 2000);
+    ASSERT_EQ_INT(kill((pid_t)pid, 0), -1); /* reaped: the pod's sandbox is gone */
+    memstore_free(m);
+    free(vol);
 }

@@ -59,6 +59,12 @@ int objstore_wait(const struct objstore *s, const char *after_rv, int timeout_ms
     return s->ops->wait(s->ctx, after_rv, timeout_ms, err);
 }
 
+int objstore_bind(const struct objstore *s, const char *ns, const char *name, const char *node,
+                  struct tern_err *err)
+{
+    return s->ops->bind(s->ctx, ns, name, node, err);
+}
+
 static const struct {
     const char *kind, *plural;
 } kinds[] = {
@@ -258,6 +264,8 @@ static int m_create(void *ctx, const char *gvr, const char *ns, const cJSON *obj
 {
     struct memstore *m = ctx;
     int rc = 0;
+    if (!cJSON_IsObject(obj))
+        return err_set(err, TERN_EINVALID, "not an object");
     cJSON *o = json_dup(obj);
     const char *name = kobj_str(o, "metadata.name");
     if (!name || !*name) {
@@ -350,7 +358,7 @@ static int m_write(struct memstore *m, const char *gvr, const char *ns, const cJ
                    bool status, cJSON **ret, struct tern_err *err)
 {
     const char *name = kobj_str(obj, "metadata.name");
-    if (!name)
+    if (!cJSON_IsObject(obj) || !name)
         return err_set(err, TERN_EINVALID, "metadata.name: Required value");
     if (!is_ns_scoped(gvr))
         ns = "";
@@ -540,7 +548,29 @@ static int m_wait(void *ctx, const char *after_rv, int timeout_ms, struct tern_e
     return rc;
 }
 
+static int m_bind(void *ctx, const char *ns, const char *name, const char *node,
+                  struct tern_err *err)
+{
+    struct memstore *m = ctx;
+    pthread_mutex_lock(&m->mu);
+    int rc = 0;
+    struct mentry *e = find(m, "v1/pods", ns, name);
+    if (!e) {
+        rc = err_set(err, TERN_ENOTFOUND, "pods \"%s\" not found", name);
+    } else if (kobj_str(e->obj, "spec.nodeName")) {
+        if (strcmp(kobj_str(e->obj, "spec.nodeName"), node) != 0)
+            rc = err_set(err, TERN_ECONFLICT, "pod %s is already assigned to node \"%s\"", name,
+                         kobj_str(e->obj, "spec.nodeName"));
+    } else {
+        kobj_set_str(e->obj, "spec.nodeName", node);
+        bump(m, e->obj);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
 static const struct objstore_ops mem_ops = {
+    .bind = m_bind,
     .get = m_get,
     .list = m_list,
     .create = m_create,

@@ -44,6 +44,8 @@
  *          deletionGracePeriodSeconds 0 and stays; else it is removed.
  *          ret_obj (may be NULL) receives the object if it still exists,
  *          else NULL.
+ *  bind    sets spec.nodeName of an unbound pod (pods/binding); TERN_ECONFLICT
+ *          when it is already bound elsewhere.
  *  wait    blocks until the store's revision passes after_rv (a
  *          resourceVersion seen in a list), or timeout_ms: the controllers
  *          are level-triggered and relist after each change.
@@ -78,6 +80,8 @@ struct objstore_ops {
                   const struct objstore_delete_opts *opts, cJSON **ret_obj,
                   struct tern_err *err);
     int (*wait)(void *ctx, const char *after_rv, int timeout_ms, struct tern_err *err);
+    int (*bind)(void *ctx, const char *ns, const char *name, const char *node,
+                struct tern_err *err);
 };
 
 struct objstore {
@@ -102,6 +106,8 @@ int objstore_remove(const struct objstore *s, const char *gvr, const char *ns, c
                     const struct objstore_delete_opts *opts, cJSON **ret_obj,
                     struct tern_err *err);
 int objstore_wait(const struct objstore *s, const char *after_rv, int timeout_ms,
+                  struct tern_err *err);
+int objstore_bind(const struct objstore *s, const char *ns, const char *name, const char *node,
                   struct tern_err *err);
 
 /* The gvr string of an object ("<apiVersion>/<plural>") from its apiVersion

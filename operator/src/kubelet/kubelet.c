@@ -1162,10 +1162,8 @@ int kubelet_sync(struct kubelet *k, int64_t now_ms, struct tern_err *err)
         if (!node || !*node) {
             if (kobj_deleting(pod))
                 continue;
-            cJSON *c = json_dup(pod);
-            kobj_set_str(c, "spec.nodeName", k->node);
-            int r = objstore_update(k->s, "v1/pods", kobj_str(pod, "metadata.namespace"), c, NULL, err);
-            cJSON_Delete(c);
+            int r = objstore_bind(k->s, kobj_str(pod, "metadata.namespace"),
+                                  kobj_str(pod, "metadata.name"), k->node, err);
             if (r && r != TERN_ECONFLICT && r != TERN_ENOTFOUND && !rc)
                 rc = r;
             continue; /* picked up at the next pass with the new version */

@@ -9,8 +9,8 @@
  * Not thread-safe: one thread calls sync/run/shutdown/free.
  *
  * Pods:
- *  - a pod without spec.nodeName is bound to the node (an update setting
- *    spec.nodeName: the store must accept it, standing in for pods/binding);
+ *  - a pod without spec.nodeName is bound to the node (objstore_bind, the
+ *    pods/binding subresource);
  *  - each live pod gets an IP 127.1.x.y (x.y from 0.2 to 255.254), unique
  *    among the pods this kubelet runs; the pod's processes share the host's
  *    network namespace and can listen on it (unless isolated, below);
