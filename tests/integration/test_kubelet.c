@@ -203,6 +203,20 @@ static void wait_phase(struct env *e, const char *name, const char *phase, int m
     }
 }
 
+static bool log_has(struct env *e, const void *arg)
+{
+    const char *const *a = arg; /* {pod, needle} */
+    cJSON *p = get_pod(e, a[0]);
+    char *path = NULL, *data = NULL;
+    size_t len;
+    bool ok = p && kubelet_log_path(e->dir, p, NULL, false, &path, NULL) == 0 &&
+              fsutil_read(path, 1 << 20, &data, &len, NULL) == 0 && strstr(data, a[1]);
+    free(path);
+    free(data);
+    cJSON_Delete(p);
+    return ok;
+}
+
 #define POD(name, extra_spec, containers)                                                          \
     "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"" name "\",\"namespace\":"   \
     "\"default\",\"labels\":{\"app\":\"" name "\"}},\"spec\":{" extra_spec "\"containers\":["     \
@@ -382,6 +396,9 @@ TEST_T(graceful_deletion_waits_for_grace_then_kills, 60)
                "echo up; while true; do sleep 0.1; done\"]}"));
     wait_phase(&e, "stubborn", "Running", 10000);
     wait_phase(&e, "polite", "Running", 10000);
+    /* the traps are set once "up" is printed */
+    ASSERT_TRUE(pump(&e, log_has, (const char *const[]){"stubborn", "up"}, 10000));
+    ASSERT_TRUE(pump(&e, log_has, (const char *const[]){"polite", "up"}, 10000));
     int64_t t0 = now_ms();
     ASSERT_OK(objstore_remove(&e.s, "v1/pods", "default", "polite", NULL, NULL, NULL));
     ASSERT_TRUE(pump(&e, pod_gone, "polite", 10000));
