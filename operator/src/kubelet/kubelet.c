@@ -1,6 +1,7 @@
 /* kubelet.c - the local kubelet. See kubelet.h. */
 #include "kubelet.h"
 
+#include "base/limits.h"
 #include "base/mem.h"
 #include "base/num.h"
 #include "devctl/fsutil.h"
@@ -95,7 +96,7 @@ static int64_t proc_starttime(pid_t pid)
     char path[64], *buf = NULL;
     size_t len;
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (fsutil_read(path, 8192, &buf, &len, NULL) != 0)
+    if (fsutil_read(path, TERN_KUBELET_MAX_PROC_FILE, &buf, &len, NULL) != 0)
         return -1;
     char *p = strrchr(buf, ')');
     int64_t v = -1;
@@ -120,7 +121,7 @@ static pid_t proc_ppid(pid_t pid)
     char path[64], *buf = NULL;
     size_t len;
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (fsutil_read(path, 8192, &buf, &len, NULL) != 0)
+    if (fsutil_read(path, TERN_KUBELET_MAX_PROC_FILE, &buf, &len, NULL) != 0)
         return -1;
     char *p = strrchr(buf, ')');
     int64_t v = -1;
@@ -237,7 +238,7 @@ static void kill_leftovers(struct kubelet *k)
             continue;
         char *path = xasprintf("%s/%s/pids", k->podsdir, e->d_name), *buf = NULL;
         size_t len;
-        if (fsutil_read(path, 1 << 16, &buf, &len, NULL) == 0) {
+        if (fsutil_read(path, TERN_KUBELET_MAX_PIDS_FILE, &buf, &len, NULL) == 0) {
             for (char *line = buf; line && *line;) {
                 char *nl = strchr(line, '\n');
                 if (nl)
@@ -780,7 +781,7 @@ static int64_t oom_kills(const struct kcont *c)
     char path[320], *buf = NULL;
     size_t len;
     snprintf(path, sizeof path, "%s/memory.oom_control", c->cg_mem);
-    if (fsutil_read(path, 4096, &buf, &len, NULL) != 0)
+    if (fsutil_read(path, TERN_KUBELET_MAX_PROC_FILE, &buf, &len, NULL) != 0)
         return 0;
     int64_t v = 0;
     char *s = strstr(buf, "oom_kill ");

@@ -3,6 +3,7 @@
 
 #include "base/base64.h"
 #include "base/buf.h"
+#include "base/limits.h"
 #include "base/mem.h"
 #include "base/num.h"
 #include "devctl/kobj.h"
@@ -241,7 +242,7 @@ static char *field_value(const struct podplan_in *in, const char *path)
         const cJSON *obj = kobj_at(pod, maps[m]);
         if (path[ml] == 0) { /* all, as k="v" lines sorted as given */
             struct buf b;
-            buf_init(&b, 1u << 20);
+            buf_init(&b, TERN_KUBELET_MAX_VALUE);
             const cJSON *kv;
             cJSON_ArrayForEach(kv, obj)
             {
@@ -494,7 +495,7 @@ int podplan_quantity(const char *s, int64_t mult, int64_t *ret)
 char *podplan_expand(const char *s, char *const *envp, size_t n)
 {
     struct buf b;
-    buf_init(&b, 1u << 20);
+    buf_init(&b, TERN_KUBELET_MAX_VALUE);
     for (const char *p = s; *p;) {
         if (p[0] == '$' && p[1] == '$') {
             buf_putc(&b, '$');
