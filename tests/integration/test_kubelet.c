@@ -742,3 +742,48 @@ TEST_T(devrun_threads_run_a_job_and_stop_pods_on_shutdown, 60)
     memstore_free(m);
     free(vol);
 }
+
+TEST_T(memory_limit_oom_kills_and_liveness_restarts, 60)
+{
+    struct env e;
+    env_init(&e);
+    if (access("/usr/bin/python3", X_OK) != 0)
+        TH_SKIP("python3 missing");
+    create(&e, "v1/pods",
+           POD("hog", "\"restartPolicy\":\"Never\",",
+               "{\"name\":\"main\",\"command\":[\"python3\",\"-c\",\"x = bytearray(200 << 20); "
+               "x[::4096] = b'1' * len(x[::4096]); print('survived')\"],\"resources\":{\"limits\":"
+               "{\"memory\":\"32Mi\"}}}"));
+    /* a liveness probe that always fails: the container is restarted */
+    create(&e, "v1/pods",
+           POD("sick", "\"terminationGracePeriodSeconds\":1,",
+               "{\"name\":\"main\",\"command\":[\"sh\",\"-c\",\"while true; do sleep 0.1; "
+               "done\"],\"livenessProbe\":{\"exec\":{"
+               "\"command\":[\"sh\",\"-c\",\"exit 1\"]},\"periodSeconds\":1,"
+               "\"failureThreshold\":2}}"));
+    wait_phase(&e, "hog", "Failed", 20000);
+    cJSON *p = get_pod(&e, "hog");
+    const cJSON *cs = cJSON_GetArrayItem(kobj_at(p, "status.containerStatuses"), 0);
+    const char *reason = kobj_str(cs, "state.terminated.reason");
+    int64_t code = kobj_int(cs, "state.terminated.exitCode", 0);
+    ASSERT_NE_INT(code, 0);
+    if (access("/sys/fs/cgroup/memory/tern-dev", W_OK) == 0)
+        ASSERT_EQ_STR(reason, "OOMKilled");
+    cJSON_Delete(p);
+    char *log = pod_log(&e, "hog", NULL, false);
+    ASSERT_FALSE(strstr(log, "survived") != NULL);
+    free(log);
+    int64_t end = now_ms() + 20000;
+    bool restarted = false;
+    while (!restarted && now_ms() < end) {
+        pump_once(&e);
+        p = get_pod(&e, "sick");
+        cs = cJSON_GetArrayItem(kobj_at(p, "status.containerStatuses"), 0);
+        restarted = kobj_int(cs, "restartCount", 0) >= 1;
+        cJSON_Delete(p);
+        struct timespec ts = {0, 50 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ASSERT_TRUE(restarted);
+    env_done(&e);
+}
