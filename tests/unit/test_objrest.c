@@ -19,6 +19,7 @@ struct fake {
     char last[512];
     char last_body[4096];
     char all[65536];
+    bool no_binding;
 };
 
 static int status_body(int code, const char *reason, const char *msg, int *st, char **body,
@@ -89,6 +90,8 @@ static int fake_request(void *ctx, const char *method, const char *path, const c
         rc = objstore_list(&f->mem, gvr, ns, &out, &e);
     else if (!strcmp(method, "GET"))
         rc = objstore_get(&f->mem, gvr, ns, name, &out, &e);
+    else if (!strcmp(method, "POST") && sub && !strcmp(sub, "binding") && f->no_binding)
+        rc = TERN_ENOTFOUND;
     else if (!strcmp(method, "POST") && sub && !strcmp(sub, "binding"))
         rc = objstore_bind(&f->mem, ns, name, kobj_str(in, "target.name"), &e);
     else if (!strcmp(method, "POST"))
@@ -204,6 +207,16 @@ TEST(paths_methods_and_errors)
     ASSERT_EQ_STR(kobj_str(p0, "apiVersion"), "v1");
     ASSERT_EQ_STR(kobj_str(p0, "spec.nodeName"), "tern-dev");
     cJSON_Delete(l);
+    /* a server without pods/binding: the pod is bound by an update */
+    e.f.no_binding = true;
+    kobj_set_str(pod, "metadata.name", "q");
+    ASSERT_OK(objstore_create(&e.s, "v1/pods", "default", pod, NULL, NULL));
+    ASSERT_OK(objstore_bind(&e.s, "default", "q", "tern-dev", NULL));
+    ASSERT_EQ_STR(e.f.last, "PUT /api/v1/namespaces/default/pods/q");
+    cJSON *q = NULL;
+    ASSERT_OK(objstore_get(&e.s, "v1/pods", "default", "q", &q, NULL));
+    ASSERT_EQ_STR(kobj_str(q, "spec.nodeName"), "tern-dev");
+    cJSON_Delete(q);
     cJSON_Delete(pod);
     cJSON_Delete(got);
     cJSON_Delete(job);

@@ -247,6 +247,20 @@ static int r_bind(void *ctx, const char *ns, const char *name, const char *node,
     kobj_set_str(b, "target.name", node);
     int rc = write_obj(ctx, "POST", "v1/pods", ns, name, "binding", b, NULL, err);
     cJSON_Delete(b);
+    if (rc == TERN_ENOTFOUND || rc == TERN_EHTTP) {
+        /* a server without pods/binding: set spec.nodeName by an update */
+        cJSON *pod = NULL;
+        rc = r_get(ctx, "v1/pods", ns, name, &pod, err);
+        if (rc == 0 && kobj_str(pod, "spec.nodeName"))
+            rc = strcmp(kobj_str(pod, "spec.nodeName"), node) == 0
+                     ? 0
+                     : err_set(err, TERN_ECONFLICT, "pod %s is already bound", name);
+        else if (rc == 0) {
+            kobj_set_str(pod, "spec.nodeName", node);
+            rc = r_update(ctx, "v1/pods", ns, pod, NULL, err);
+        }
+        cJSON_Delete(pod);
+    }
     return rc;
 }
 

@@ -17,7 +17,9 @@
  *   remove         DELETE .../RES/NAME with a DeleteOptions body
  *                         (propagationPolicy, gracePeriodSeconds,
  *                         preconditions uid / resourceVersion)
- *   bind           POST   /api/v1/namespaces/NS/pods/NAME/binding
+ *   bind           POST   /api/v1/namespaces/NS/pods/NAME/binding (when the
+ *                         server answers 404/405 for it: GET the pod, set
+ *                         spec.nodeName, PUT)
  *   wait           polls GET /api/v1/namespaces?limit=1 every 200 ms until
  *                  the list resourceVersion passes after_rv
  * Status codes: 404 -> TERN_ENOTFOUND, 409 AlreadyExists -> -EEXIST,
