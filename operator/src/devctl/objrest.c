@@ -1,0 +1,381 @@
+/* objrest.c - objstore over the Kubernetes REST API. See objrest.h. */
+#include "objrest.h"
+
+#include "base/buf.h"
+#include "base/mem.h"
+#include "base/num.h"
+#include "devctl/kobj.h"
+#include "http/httpc.h"
+#include "json/json.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct objrest {
+    struct objrest_transport t;
+};
+
+struct objrest *objrest_new(const struct objrest_transport *t)
+{
+    struct objrest *r = xcalloc(1, sizeof *r);
+    r->t = *t;
+    return r;
+}
+
+void objrest_free(struct objrest *r)
+{
+    free(r);
+}
+
+static bool cluster_scoped(const char *res)
+{
+    static const char *const cs[] = {"namespaces",   "nodes", "persistentvolumes",
+                                     "clusterroles", "clusterrolebindings",
+                                     "customresourcedefinitions"};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        if (strcmp(res, cs[i]) == 0)
+            return true;
+    return false;
+}
+
+/* "/api/v1[/namespaces/NS]/RES[/NAME[/SUB]]" from a gvr. */
+static char *path_of(const char *gvr, const char *ns, const char *name, const char *sub)
+{
+    const char *slash = strrchr(gvr, '/');
+    if (!slash)
+        return NULL;
+    const char *res = slash + 1;
+    size_t avl = (size_t)(slash - gvr);
+    bool core = memchr(gvr, '/', avl) == NULL; /* "v1" has no group */
+    struct buf b;
+    buf_init(&b, 4096);
+    buf_printf(&b, "/%s/%.*s", core ? "api" : "apis", (int)avl, gvr);
+    if (!cluster_scoped(res) && ns && *ns) {
+        char *e = httpc_escape(ns);
+        buf_printf(&b, "/namespaces/%s", e);
+        free(e);
+    }
+    buf_printf(&b, "/%s", res);
+    if (name) {
+        char *e = httpc_escape(name);
+        buf_printf(&b, "/%s", e);
+        free(e);
+    }
+    if (sub)
+        buf_printf(&b, "/%s", sub);
+    return buf_steal(&b);
+}
+
+static int map_status(int status, const cJSON *body, struct tern_err *err)
+{
+    if (status >= 200 && status < 300)
+        return 0;
+    const char *msg = kobj_str(body, "message");
+    const char *reason = kobj_str(body, "reason");
+    int code = status == 404                                           ? TERN_ENOTFOUND
+               : status == 409 && reason && !strcmp(reason, "AlreadyExists") ? -EEXIST
+               : status == 409                                         ? TERN_ECONFLICT
+               : status == 400 || status == 422                        ? TERN_EINVALID
+               : status == 401 || status == 403                        ? TERN_EAUTH
+                                                                       : TERN_EHTTP;
+    return err_set(err, code, "HTTP %d: %s", status, msg ? msg : "(no message)");
+}
+
+/* One request with an optional JSON body; *ret gets the parsed response
+ * (may be NULL for an empty body). */
+static int call(struct objrest *r, const char *method, const char *path, const cJSON *body,
+                cJSON **ret, struct tern_err *err)
+{
+    char *b = body ? json_print(body) : NULL;
+    int status = 0;
+    char *resp = NULL;
+    size_t len = 0;
+    int rc = r->t.request(r->t.ctx, method, path, b, b ? strlen(b) : 0, &status, &resp, &len, err);
+    free(b);
+    if (rc)
+        return rc;
+    cJSON *j = NULL;
+    if (resp && len > 0 && json_parse(resp, len, &j, NULL) != 0)
+        j = NULL;
+    free(resp);
+    rc = map_status(status, j, err);
+    if (rc == 0 && ret)
+        *ret = j;
+    else
+        cJSON_Delete(j);
+    return rc;
+}
+
+static int r_get(void *ctx, const char *gvr, const char *ns, const char *name, cJSON **ret,
+                 struct tern_err *err)
+{
+    char *p = path_of(gvr, ns, name, NULL);
+    if (!p)
+        return err_set(err, TERN_EINVALID, "bad resource %s", gvr);
+    cJSON *o = NULL;
+    int rc = call(ctx, "GET", p, NULL, &o, err);
+    free(p);
+    if (rc == 0 && !o)
+        rc = err_set(err, TERN_EPARSE, "empty response");
+    if (rc == 0 && ret)
+        *ret = o;
+    else
+        cJSON_Delete(o);
+    return rc;
+}
+
+static int r_list(void *ctx, const char *gvr, const char *ns, cJSON **ret, struct tern_err *err)
+{
+    char *p = path_of(gvr, ns, NULL, NULL);
+    if (!p)
+        return err_set(err, TERN_EINVALID, "bad resource %s", gvr);
+    cJSON *l = NULL;
+    int rc = call(ctx, "GET", p, NULL, &l, err);
+    free(p);
+    if (rc == 0 && !cJSON_IsArray(kobj_at(l, "items")))
+        kobj_set_item(l ? l : (l = cJSON_CreateObject()), "items", cJSON_CreateArray());
+    if (rc) {
+        cJSON_Delete(l);
+        return rc;
+    }
+    const char *av = kobj_str(l, "apiVersion"), *kind = kobj_str(l, "kind");
+    char ik[256] = "";
+    if (kind && strlen(kind) > 4 && strlen(kind) < sizeof ik &&
+        strcmp(kind + strlen(kind) - 4, "List") == 0)
+        snprintf(ik, sizeof ik, "%.*s", (int)(strlen(kind) - 4), kind);
+    cJSON *it;
+    cJSON_ArrayForEach(it, (cJSON *)kobj_at(l, "items"))
+    {
+        if (av && !kobj_str(it, "apiVersion"))
+            kobj_set_str(it, "apiVersion", av);
+        if (ik[0] && !kobj_str(it, "kind"))
+            kobj_set_str(it, "kind", ik);
+    }
+    *ret = l;
+    return 0;
+}
+
+static int write_obj(struct objrest *r, const char *method, const char *gvr, const char *ns,
+                     const char *name, const char *sub, const cJSON *obj, cJSON **ret,
+                     struct tern_err *err)
+{
+    char *p = path_of(gvr, ns, name, sub);
+    if (!p)
+        return err_set(err, TERN_EINVALID, "bad resource %s", gvr);
+    cJSON *o = NULL;
+    int rc = call(r, method, p, obj, &o, err);
+    free(p);
+    if (rc == 0 && ret)
+        *ret = o;
+    else
+        cJSON_Delete(o);
+    return rc;
+}
+
+static int r_create(void *ctx, const char *gvr, const char *ns, const cJSON *obj, cJSON **ret,
+                    struct tern_err *err)
+{
+    return write_obj(ctx, "POST", gvr, ns, NULL, NULL, obj, ret, err);
+}
+
+static int r_update(void *ctx, const char *gvr, const char *ns, const cJSON *obj, cJSON **ret,
+                    struct tern_err *err)
+{
+    const char *name = kobj_str(obj, "metadata.name");
+    if (!name)
+        return err_set(err, TERN_EINVALID, "metadata.name: Required value");
+    const char *sub = strcmp(gvr, "v1/namespaces") == 0 && kobj_deleting(obj) ? "finalize" : NULL;
+    return write_obj(ctx, "PUT", gvr, ns, name, sub, obj, ret, err);
+}
+
+static int r_update_status(void *ctx, const char *gvr, const char *ns, const cJSON *obj,
+                           cJSON **ret, struct tern_err *err)
+{
+    const char *name = kobj_str(obj, "metadata.name");
+    if (!name)
+        return err_set(err, TERN_EINVALID, "metadata.name: Required value");
+    return write_obj(ctx, "PUT", gvr, ns, name, "status", obj, ret, err);
+}
+
+static int r_remove(void *ctx, const char *gvr, const char *ns, const char *name,
+                    const struct objstore_delete_opts *o, cJSON **ret_obj, struct tern_err *err)
+{
+    cJSON *d = cJSON_CreateObject();
+    json_add_string(d, "kind", "DeleteOptions");
+    json_add_string(d, "apiVersion", "v1");
+    if (o->propagation)
+        json_add_string(d, "propagationPolicy", o->propagation);
+    if (o->grace_seconds >= 0)
+        json_add_int64(d, "gracePeriodSeconds", o->grace_seconds);
+    if (o->uid)
+        kobj_set_str(d, "preconditions.uid", o->uid);
+    if (o->resource_version)
+        kobj_set_str(d, "preconditions.resourceVersion", o->resource_version);
+    cJSON *resp = NULL;
+    int rc = write_obj(ctx, "DELETE", gvr, ns, name, NULL, d, &resp, err);
+    cJSON_Delete(d);
+    if (rc == 0 && ret_obj) {
+        const char *kind = kobj_str(resp, "kind");
+        if (!resp || (kind && strcmp(kind, "Status") == 0)) {
+            *ret_obj = NULL;
+            cJSON_Delete(resp);
+        } else {
+            *ret_obj = resp;
+        }
+        resp = NULL;
+    }
+    cJSON_Delete(resp);
+    return rc;
+}
+
+static int r_bind(void *ctx, const char *ns, const char *name, const char *node,
+                  struct tern_err *err)
+{
+    cJSON *b = cJSON_CreateObject();
+    json_add_string(b, "apiVersion", "v1");
+    json_add_string(b, "kind", "Binding");
+    kobj_set_str(b, "metadata.name", name);
+    if (ns)
+        kobj_set_str(b, "metadata.namespace", ns);
+    kobj_set_str(b, "target.apiVersion", "v1");
+    kobj_set_str(b, "target.kind", "Node");
+    kobj_set_str(b, "target.name", node);
+    int rc = write_obj(ctx, "POST", "v1/pods", ns, name, "binding", b, NULL, err);
+    cJSON_Delete(b);
+    if (rc == TERN_ENOTFOUND || rc == TERN_EHTTP) {
+        /* a server without pods/binding: set spec.nodeName by an update */
+        cJSON *pod = NULL;
+        rc = r_get(ctx, "v1/pods", ns, name, &pod, err);
+        if (rc == 0 && kobj_str(pod, "spec.nodeName"))
+            rc = strcmp(kobj_str(pod, "spec.nodeName"), node) == 0
+                     ? 0
+                     : err_set(err, TERN_ECONFLICT, "pod %s is already bound", name);
+        else if (rc == 0) {
+            kobj_set_str(pod, "spec.nodeName", node);
+            rc = r_update(ctx, "v1/pods", ns, pod, NULL, err);
+        }
+        cJSON_Delete(pod);
+    }
+    return rc;
+}
+
+static int r_wait(void *ctx, const char *after_rv, int timeout_ms, struct tern_err *err)
+{
+    int64_t after = 0;
+    if (after_rv && num_parse_i64(after_rv, &after) != 0)
+        return err_set(err, TERN_EINVALID, "bad resourceVersion \"%s\"", after_rv);
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        cJSON *l = NULL;
+        int rc = call(ctx, "GET", "/api/v1/namespaces?limit=1", NULL, &l, err);
+        int64_t rv = kobj_int(l, "metadata.resourceVersion", -1);
+        if (rv < 0) {
+            const char *s = kobj_str(l, "metadata.resourceVersion");
+            if (!s || num_parse_i64(s, &rv) != 0)
+                rv = -1;
+        }
+        cJSON_Delete(l);
+        if (rc == 0 && rv > after)
+            return 0;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t el = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (el >= timeout_ms)
+            return TERN_ETIMEOUT;
+        int64_t nap = timeout_ms - el < 200 ? timeout_ms - el : 200;
+        struct timespec ts = {(time_t)(nap / 1000), (long)(nap % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static const struct objstore_ops rest_ops = {
+    .get = r_get,
+    .list = r_list,
+    .create = r_create,
+    .update = r_update,
+    .update_status = r_update_status,
+    .remove = r_remove,
+    .wait = r_wait,
+    .bind = r_bind,
+};
+
+struct objstore objrest_objstore(struct objrest *r)
+{
+    return (struct objstore){&rest_ops, r};
+}
+
+/* ---- HTTPS transport ---- */
+
+struct objrest_https {
+    pthread_mutex_t mu;
+    struct httpc *c;
+    char *server, *ca, *auth;
+};
+
+int objrest_https_new(const char *server, const char *ca_pem, const char *token,
+                      struct objrest_https **ret, struct tern_err *err)
+{
+    if (!server || strncmp(server, "http", 4) != 0)
+        return err_set(err, TERN_EINVALID, "bad server URL");
+    struct objrest_https *h = xcalloc(1, sizeof *h);
+    pthread_mutex_init(&h->mu, NULL);
+    h->c = httpc_new();
+    h->server = xstrdup(server);
+    h->ca = ca_pem ? xstrdup(ca_pem) : NULL;
+    h->auth = token ? xasprintf("Authorization: Bearer %s", token) : NULL;
+    *ret = h;
+    return 0;
+}
+
+void objrest_https_free(struct objrest_https *h)
+{
+    if (!h)
+        return;
+    httpc_free(h->c);
+    pthread_mutex_destroy(&h->mu);
+    free(h->server);
+    free(h->ca);
+    free(h->auth);
+    free(h);
+}
+
+static int https_request(void *ctx, const char *method, const char *path, const char *body,
+                         size_t body_len, int *ret_status, char **ret_body, size_t *ret_len,
+                         struct tern_err *err)
+{
+    struct objrest_https *h = ctx;
+    char *url = xasprintf("%s%s", h->server, path);
+    const char *headers[4] = {"Content-Type: application/json", "Accept: application/json",
+                              h->auth, NULL};
+    struct httpc_tls tls = {.ca_pem = h->ca, .ca_pem_len = h->ca ? strlen(h->ca) : 0};
+    struct httpc_request req = {.method = method,
+                                .url = url,
+                                .headers = headers,
+                                .body = body,
+                                .body_len = body_len,
+                                .timeout_ms = 30000,
+                                .tls = h->ca ? &tls : NULL};
+    struct httpc_response resp = {0};
+    pthread_mutex_lock(&h->mu);
+    int rc = httpc_do(h->c, &req, &resp, err);
+    pthread_mutex_unlock(&h->mu);
+    if (rc == 0) {
+        *ret_status = (int)resp.status;
+        *ret_len = resp.body.len;
+        *ret_body = buf_steal(&resp.body);
+    }
+    httpc_response_done(&resp);
+    free(url);
+    return rc;
+}
+
+struct objrest_transport objrest_https_transport(struct objrest_https *h)
+{
+    return (struct objrest_transport){https_request, h};
+}

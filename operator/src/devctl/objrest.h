@@ -1,0 +1,64 @@
+/* objrest.h - the objstore interface (objstore.h) over the Kubernetes REST
+ * API: each operation is one request, so the controllers and the kubelet
+ * can run against tern-dev's REST layer in-process (a transport calling
+ * apirest_handle) or over HTTPS (objrest_https_transport, e.g. against a
+ * running tern-dev or a real cluster).
+ *
+ * Mapping (gvr "v1/pods" -> /api/v1, "batch/v1/jobs" -> /apis/batch/v1;
+ * cluster-scoped: namespaces, nodes, persistentvolumes, clusterroles,
+ * clusterrolebindings, customresourcedefinitions):
+ *   get            GET    .../namespaces/NS/RES/NAME
+ *   list           GET    .../[namespaces/NS/]RES  (items get the list's
+ *                         apiVersion and kind, which the API omits)
+ *   create         POST   .../namespaces/NS/RES
+ *   update         PUT    .../RES/NAME; for a deleting namespace PUT
+ *                         .../namespaces/NAME/finalize
+ *   update_status  PUT    .../RES/NAME/status
+ *   remove         DELETE .../RES/NAME with a DeleteOptions body
+ *                         (propagationPolicy, gracePeriodSeconds,
+ *                         preconditions uid / resourceVersion)
+ *   bind           POST   /api/v1/namespaces/NS/pods/NAME/binding (when the
+ *                         server answers 404/405 for it: GET the pod, set
+ *                         spec.nodeName, PUT)
+ *   wait           polls GET /api/v1/namespaces?limit=1 every 200 ms until
+ *                  the list resourceVersion passes after_rv
+ * Status codes: 404 -> TERN_ENOTFOUND, 409 AlreadyExists -> -EEXIST,
+ * 409 otherwise -> TERN_ECONFLICT, 400/422 -> TERN_EINVALID, 401/403 ->
+ * TERN_EAUTH, other non-2xx -> TERN_EHTTP; the Status message goes to err.
+ */
+#ifndef TERN_OBJREST_H
+#define TERN_OBJREST_H
+
+#include "base/err.h"
+#include "devctl/objstore.h"
+
+#include <stddef.h>
+
+/* One HTTP exchange. path includes the query string. Returns 0 with the
+ * status and a response body (owned by the caller, may be NULL when
+ * empty), or an error when no response was obtained. */
+struct objrest_transport {
+    int (*request)(void *ctx, const char *method, const char *path, const char *body,
+                   size_t body_len, int *ret_status, char **ret_body, size_t *ret_len,
+                   struct tern_err *err);
+    void *ctx;
+};
+
+struct objrest;
+
+/* A REST-backed store over t (copied; t->ctx borrowed). Thread-safe when
+ * the transport is. Never fails. */
+struct objrest *objrest_new(const struct objrest_transport *t);
+void objrest_free(struct objrest *r);
+struct objstore objrest_objstore(struct objrest *r);
+
+/* An HTTPS transport (libcurl) to server (e.g. "https://127.0.0.1:6443")
+ * with a CA PEM (NULL: system CAs) and bearer token (may be NULL); requests
+ * are serialised by a mutex. Returns 0 and *ret. */
+struct objrest_https;
+int objrest_https_new(const char *server, const char *ca_pem, const char *token,
+                      struct objrest_https **ret, struct tern_err *err);
+void objrest_https_free(struct objrest_https *h);
+struct objrest_transport objrest_https_transport(struct objrest_https *h);
+
+#endif
