@@ -38,4 +38,11 @@
 /* Errors */
 #define TERN_ERRMSG_MAX            512
 
+/* Model client (model/) */
+#define TERN_MODEL_MAX_REQUEST     (8u << 20)  /* one chat completion request body */
+#define TERN_MODEL_MAX_RESPONSE    (4u << 20)  /* one chat completion response body */
+#define TERN_MODEL_MAX_TOOL_CALLS  64          /* tool calls in one model message */
+#define TERN_MODEL_MAX_PRICES      1024        /* entries of a price table */
+#define TERN_MODEL_MAX_RETRIES     20          /* configurable retry count cap */
+
 #endif
