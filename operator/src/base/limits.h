@@ -45,4 +45,12 @@
 #define TERN_MODEL_MAX_PRICES      1024        /* entries of a price table */
 #define TERN_MODEL_MAX_RETRIES     20          /* configurable retry count cap */
 
+/* Tool policy (policy/) */
+#define TERN_POLICY_MAX_PATTERN    256         /* one glob */
+#define TERN_POLICY_MAX_PATTERNS   64          /* requiresApproval / writablePaths entries */
+#define TERN_POLICY_MAX_PATH       4096        /* a tool's path argument */
+#define TERN_POLICY_MAX_CMD        65536       /* exec_command cmd */
+#define TERN_POLICY_MAX_WRITE      (4u << 20)  /* write_file content */
+#define TERN_POLICY_MAX_DEPTH      32          /* list_files depth */
+
 #endif
