@@ -57,7 +57,9 @@ $(LIB): $(LIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 .SECONDEXPANSION:
-$(O)/bin/%: $$(patsubst %.c,$(O)/%.o,$$(wildcard operator/cmd/%/*.c) $$(wildcard tests/fakes/%/*.c)) $(LIB)
+# ($$* not %: a % inside a secondary expansion is replaced by the stem too,
+#  which broke the patsubst and left binaries without their objects)
+$(O)/bin/%: $$(addsuffix .o,$$(basename $$(addprefix $(O)/,$$(wildcard operator/cmd/$$*/*.c tests/fakes/$$*/*.c)))) $(LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
