@@ -53,4 +53,10 @@
 #define TERN_POLICY_MAX_WRITE      (4u << 20)  /* write_file content */
 #define TERN_POLICY_MAX_DEPTH      32          /* list_files depth */
 
+/* Runner (runner/) */
+#define TERN_RUNNER_MAX_MEMORY     (64u << 10) /* simple.md inlined in the system prompt */
+#define TERN_RUNNER_MAX_SKILLS     200         /* skills index entries in the prompt */
+#define TERN_RUNNER_MAX_OUTPUT     (32u << 10) /* a tool result sent to the model / journaled */
+#define TERN_RUNNER_MAX_EVENTS     (1u << 20)  /* events replayed for one session */
+
 #endif
