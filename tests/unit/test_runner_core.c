@@ -258,6 +258,7 @@ TEST(limits_end_the_turn_once)
     ASSERT_EQ_INT(next(&f, &p), PLAN_FINISH);
     ASSERT_EQ_STR(p.outcome, "limit_reached");
     plan_done(&p);
+    replay_state_done(&f.s);
 
     /* tool call limit before a tool; wall time from the first event */
     fx_init(&f, 1);
@@ -307,7 +308,6 @@ TEST(malformed_responses_give_up_after_three)
     ASSERT_EQ_INT(f.s.conv.n, 0);
     ASSERT_EQ_INT(f.s.model_turns, 3);
     replay_state_done(&f.s);
-
     fx_init(&f, 1);
     ev(&f, "turn_started", 1, "{}");
     ev(&f, "model_response", 1, "{\"kind\":\"refusal\",\"refusal\":\"I can't\"}");
