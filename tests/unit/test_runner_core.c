@@ -7,6 +7,8 @@
 #include "runner/plan.h"
 #include "runner/prompt.h"
 #include "runner/replay.h"
+#include "runner/sbx.h"
+#include "base/limits.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -390,5 +392,77 @@ TEST(prompt_contents)
     ASSERT_CONTAINS(sys, "(truncated:");
     ASSERT_TRUE(strlen(sys) < 80000);
     free(sys);
+    free(big);
+}
+
+static char *render(enum policy_tool t, long status, const char *body, const char **st)
+{
+    struct sbx_result r = {.tool = t, .http_status = status, .body = (char *)body,
+                           .body_len = strlen(body)};
+    return sbx_render(&r, st);
+}
+
+TEST(sandbox_results_render_as_tool_messages)
+{
+    const char *st;
+    char *o = render(POLICY_EXEC, 200,
+                     "{\"status\":\"completed\",\"exitCode\":0,\"signal\":null,\"stdout\":\"a\\n\","
+                     "\"stderr\":\"\",\"truncated\":false,\"durationMs\":3,\"replayed\":false}",
+                     &st);
+    ASSERT_EQ_STR(o, "exit code: 0\nstdout:\na\n");
+    ASSERT_EQ_STR(st, "completed");
+    free(o);
+    o = render(POLICY_EXEC, 200,
+               "{\"status\":\"completed\",\"exitCode\":2,\"stdout\":\"\",\"stderr\":\"boom\"}", &st);
+    ASSERT_EQ_STR(o, "exit code: 2\nstderr:\nboom\n");
+    ASSERT_EQ_STR(st, "failed");
+    free(o);
+    o = render(POLICY_EXEC, 200, "{\"status\":\"timeout\",\"exitCode\":null,\"signal\":9,"
+                                 "\"durationMs\":1000,\"truncated\":true}", &st);
+    ASSERT_CONTAINS(o, "timed out after 1000 ms");
+    ASSERT_CONTAINS(o, "[output truncated]");
+    ASSERT_EQ_STR(st, "timeout");
+    free(o);
+    o = render(POLICY_EXEC, 200, "{\"status\":\"interrupted\"}", &st);
+    ASSERT_CONTAINS(o, "not re-run");
+    ASSERT_EQ_STR(st, "interrupted");
+    free(o);
+    o = render(POLICY_WRITE, 403,
+               "{\"error\":{\"code\":\"read_only\",\"message\":\"input/ is read-only\"}}", &st);
+    ASSERT_EQ_STR(o, "error: read_only (HTTP 403): input/ is read-only");
+    ASSERT_EQ_STR(st, "error");
+    free(o);
+    o = render(POLICY_LIST, 200,
+               "{\"entries\":[{\"path\":\"input\",\"type\":\"dir\",\"size\":0},"
+               "{\"path\":\"input/a.txt\",\"type\":\"file\",\"size\":12}]}", &st);
+    ASSERT_EQ_STR(o, "input/\ninput/a.txt  (12 bytes)\n");
+    free(o);
+    o = render(POLICY_READ, 200, "hello \xff\xfe world", &st);
+    ASSERT_EQ_STR(o, "hello \xef\xbf\xbd\xef\xbf\xbd world");
+    free(o);
+    o = render(POLICY_EXEC, 200, "not json", &st);
+    ASSERT_EQ_STR(st, "error");
+    free(o);
+
+    /* a huge stdout is cut at the bound with a marker, as valid UTF-8 */
+    size_t n = TERN_RUNNER_MAX_OUTPUT * 2;
+    char *big = xmalloc(n + 200);
+    int k = snprintf(big, 200, "{\"status\":\"completed\",\"exitCode\":0,\"stdout\":\"");
+    for (size_t i = 0; i < n; i += 2)
+        memcpy(big + k + i, "\xc3\xa9", 2);
+    memcpy(big + k + n, "\"}", 3);
+    struct sbx_result r = {.tool = POLICY_EXEC, .http_status = 200, .body = big,
+                           .body_len = strlen(big)};
+    o = sbx_render(&r, &st);
+    ASSERT_CONTAINS(o, "[output truncated]");
+    ASSERT_CMP_INT(strlen(o), <=, TERN_RUNNER_MAX_OUTPUT + 64);
+    cJSON *chk = cJSON_CreateString(o);
+    char *printed = json_print(chk);
+    cJSON *back = NULL;
+    ASSERT_OK(json_parse(printed, strlen(printed), &back, NULL)); /* strict parser: valid UTF-8 */
+    cJSON_Delete(back);
+    free(printed);
+    cJSON_Delete(chk);
+    free(o);
     free(big);
 }

@@ -58,5 +58,6 @@
 #define TERN_RUNNER_MAX_SKILLS     200         /* skills index entries in the prompt */
 #define TERN_RUNNER_MAX_OUTPUT     (32u << 10) /* a tool result sent to the model / journaled */
 #define TERN_RUNNER_MAX_EVENTS     (1u << 20)  /* events replayed for one session */
+#define TERN_RUNNER_MAX_SANDBOX_BODY (16u << 20) /* one sandboxd response */
 
 #endif
