@@ -60,4 +60,16 @@
 #define TERN_RUNNER_MAX_EVENTS     (1u << 20)  /* events replayed for one session */
 #define TERN_RUNNER_MAX_SANDBOX_BODY (16u << 20) /* one sandboxd response */
 
+/* etcd client (etcd module) */
+#define TERN_ETCD_MAX_ENDPOINTS    16
+#define TERN_ETCD_POOL_IDLE        8            /* idle connections kept per client */
+#define TERN_ETCD_MAX_RESPONSE     (64u << 20)  /* one unary response body */
+#define TERN_ETCD_MAX_KEY          4096         /* one key we send */
+
+/* journal module */
+#define TERN_JOURNAL_MAX_DATA      (16u << 20)  /* one event's data, chunked */
+#define TERN_JOURNAL_CHUNK         (384u << 10) /* one chunk of an oversize event */
+#define TERN_JOURNAL_MAX_UID       128
+#define TERN_JOURNAL_MAX_PAGE      10000        /* events per replay page */
+
 #endif
