@@ -72,4 +72,25 @@
 #define TERN_JOURNAL_MAX_UID       128
 #define TERN_JOURNAL_MAX_PAGE      10000        /* events per replay page */
 
+/* Sandbox (tern-sandboxd, operator/src/sandbox/) */
+#define TERN_SANDBOX_MAX_PATH        4095        /* a workspace-relative path */
+#define TERN_SANDBOX_MAX_NAME        255         /* one path component */
+#define TERN_SANDBOX_MAX_EXEC_BODY   (4u << 20)  /* POST /v1/exec JSON body */
+#define TERN_SANDBOX_MAX_ARGV        4096        /* argv entries */
+#define TERN_SANDBOX_MAX_ENV         256         /* env additions */
+#define TERN_SANDBOX_MAX_STDIN       (2u << 20)  /* "stdin" bytes */
+#define TERN_SANDBOX_MAX_OUTPUT      (1u << 20)  /* kept stdout / stderr bytes, each */
+#define TERN_SANDBOX_MAX_TIMEOUT_MS  (24LL * 3600 * 1000)
+#define TERN_SANDBOX_MAX_PUT         (256ULL << 20) /* PUT /v1/files body */
+#define TERN_SANDBOX_MAX_READ        (256ULL << 20) /* one GET /v1/files range */
+#define TERN_SANDBOX_MAX_LIST        10000       /* entries per list answer */
+#define TERN_SANDBOX_MAX_LIST_DEPTH  32
+#define TERN_SANDBOX_MAX_TREE_DEPTH  256         /* directory nesting walked (delete, snapshot) */
+#define TERN_SANDBOX_MAX_RESTORE     (16ULL << 30) /* a restore tar stream */
+#define TERN_SANDBOX_MAX_TAR_ENTRIES 1000000
+#define TERN_SANDBOX_MAX_PAX         (64u << 10) /* one pax extended header */
+#define TERN_SANDBOX_MAX_KEY         256         /* Idempotency-Key bytes */
+#define TERN_SANDBOX_MAX_RECORDS     100000      /* records listed by /v1/executions */
+#define TERN_SANDBOX_MAX_GLOBS       64          /* --writable globs */
+
 #endif

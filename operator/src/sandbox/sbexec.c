@@ -1,0 +1,377 @@
+/* sbexec.c - runs one command. See sbexec.h. */
+#include "sbexec.h"
+
+#include "base/mem.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/landlock.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE /* ABI 3; Debian 12's headers stop at 2 */
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define DRAIN_MS 1000 /* after the main process exits, how long to wait for EOF */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int sbexec_landlock_abi(void)
+{
+    long v = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    return v < 0 ? 0 : (int)v;
+}
+
+/* A ruleset fd allowing writes beneath dirs only; -1 when Landlock is off. */
+static int landlock_ruleset(const char *const *dirs)
+{
+    int abi = sbexec_landlock_abi();
+    if (abi <= 0)
+        return -1;
+    __u64 w = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+              LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
+              LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
+              LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |
+              LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM;
+    if (abi >= 2)
+        w |= LANDLOCK_ACCESS_FS_REFER;
+    if (abi >= 3)
+        w |= LANDLOCK_ACCESS_FS_TRUNCATE;
+    struct landlock_ruleset_attr attr = {.handled_access_fs = w};
+    int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+    if (rs < 0)
+        return -1;
+    for (size_t i = 0; dirs[i]; i++) {
+        int fd = open(dirs[i], O_PATH | O_CLOEXEC | O_DIRECTORY);
+        if (fd < 0)
+            continue; /* a missing dir simply grants nothing */
+        struct landlock_path_beneath_attr pb = {.allowed_access = w, .parent_fd = fd};
+        syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0);
+        close(fd);
+    }
+    return rs;
+}
+
+static const char *env_value(char *const *env, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; env && env[i]; i++)
+        if (strncmp(env[i], name, n) == 0 && env[i][n] == '=')
+            return env[i] + n + 1;
+    return NULL;
+}
+
+/* Builds the child's environment: defaults overridden by additions. */
+static char **build_env(const struct sbexec_opts *o)
+{
+    const char *defaults[] = {"PATH=" DEFAULT_PATH, "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=/tmp",
+                              NULL};
+    size_t nadd = 0;
+    while (o->env_add && o->env_add[nadd])
+        nadd++;
+    char **env = xcalloc(nadd + 6, sizeof *env);
+    size_t n = 0;
+    for (size_t i = 0; defaults[i]; i++) {
+        size_t kl = strcspn(defaults[i], "=");
+        bool overridden = false;
+        for (size_t j = 0; j < nadd; j++)
+            overridden = overridden || (strncmp(o->env_add[j], defaults[i], kl + 1) == 0);
+        if (!overridden)
+            env[n++] = xstrdup(defaults[i]);
+    }
+    bool home_set = false;
+    for (size_t j = 0; j < nadd; j++)
+        home_set = home_set || strncmp(o->env_add[j], "HOME=", 5) == 0;
+    if (!home_set)
+        env[n++] = xasprintf("HOME=%s", o->home ? o->home : "/tmp");
+    for (size_t j = 0; j < nadd; j++)
+        env[n++] = xstrdup(o->env_add[j]);
+    env[n] = NULL;
+    return env;
+}
+
+static void free_strv(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* The program path: argv0 itself if it has a '/', else the first executable
+ * match in PATH; NULL when nothing matches (the child reports ENOENT). */
+static char *find_program(const char *argv0, char *const *env)
+{
+    if (strchr(argv0, '/'))
+        return xstrdup(argv0);
+    const char *path = env_value(env, "PATH");
+    if (!path)
+        path = DEFAULT_PATH;
+    const char *p = path;
+    while (*p) {
+        size_t n = strcspn(p, ":");
+        char *cand = xasprintf("%.*s/%s", (int)n, p, argv0);
+        struct stat st;
+        if (n && stat(cand, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111))
+            return cand;
+        free(cand);
+        p += n;
+        if (*p == ':')
+            p++;
+    }
+    return NULL;
+}
+
+/* Child side: only async-signal-safe calls until execve. */
+static _Noreturn void child(const struct sbexec_opts *o, const char *prog, char **env, int in_r,
+                            int out_w, int err_w, int status_w, int ruleset)
+{
+    int e = 0;
+    setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            sigaction(s, &dfl, NULL);
+    if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+        goto fail;
+    if (fchdir(o->cwd_fd) != 0)
+        goto fail;
+    struct rlimit rl;
+    struct {
+        int res;
+        long v;
+    } lims[] = {{RLIMIT_NPROC, o->lim.nproc},
+                {RLIMIT_FSIZE, o->lim.fsize},
+                {RLIMIT_NOFILE, o->lim.nofile},
+                {RLIMIT_CPU, o->lim.cpu_seconds},
+                {RLIMIT_CORE, -1}};
+    for (size_t i = 0; i < sizeof lims / sizeof *lims; i++) {
+        if (lims[i].v == 0)
+            continue;
+        rl.rlim_cur = rl.rlim_max = lims[i].v < 0 ? 0 : (rlim_t)lims[i].v;
+        if (setrlimit(lims[i].res, &rl) != 0)
+            goto fail;
+    }
+    if (o->uid != (uid_t)-1) {
+        if (setgroups(0, NULL) != 0 || setresgid(o->gid, o->gid, o->gid) != 0 ||
+            setresuid(o->uid, o->uid, o->uid) != 0)
+            goto fail;
+    }
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        goto fail;
+    /* if sandboxd dies, the command's main process goes with it */
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (ruleset >= 0 && syscall(SYS_landlock_restrict_self, ruleset, 0) != 0)
+        goto fail;
+    /* close everything else (the status pipe is close-on-exec) */
+    syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+    if (prog)
+        execve(prog, o->argv, env);
+    else
+        errno = ENOENT;
+fail:
+    e = errno;
+    while (write(status_w, &e, sizeof e) < 0 && errno == EINTR)
+        ;
+    _exit(127);
+}
+
+static void set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void closep(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+/* Reads what is available from *fd into b (up to max kept), counting total. */
+static void pump(int *fd, struct buf *b, size_t max, uint64_t *total, bool *truncated)
+{
+    char chunk[65536];
+    for (;;) {
+        ssize_t k = read(*fd, chunk, sizeof chunk);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && errno == EAGAIN)
+            return;
+        if (k <= 0) {
+            closep(fd);
+            return;
+        }
+        *total += (uint64_t)k;
+        size_t room = b->len < max ? max - b->len : 0;
+        size_t take = (size_t)k < room ? (size_t)k : room;
+        if (take)
+            buf_append(b, chunk, take);
+        if (take < (size_t)k)
+            *truncated = true;
+    }
+}
+
+void sbexec_result_done(struct sbexec_result *r)
+{
+    buf_done(&r->out);
+    buf_done(&r->err);
+}
+
+int sbexec_run(const struct sbexec_opts *o, struct sbexec_result *ret, struct tern_err *err)
+{
+    if (!o->argv || !o->argv[0])
+        return err_set(err, -EINVAL, "empty argv");
+    struct sbexec_result res = {0};
+    buf_init(&res.out, o->max_output + 1);
+    buf_init(&res.err, o->max_output + 1);
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, er[2] = {-1, -1}, st[2] = {-1, -1};
+    int pidfd = -1, ruleset = -1, rc = 0;
+    char **env = build_env(o);
+    char *prog = find_program(o->argv[0], env);
+    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(er, O_CLOEXEC) ||
+        pipe2(st, O_CLOEXEC)) {
+        rc = err_set(err, -errno, "pipe: %s", strerror(errno));
+        goto out;
+    }
+    if (o->landlock_dirs) {
+        ruleset = landlock_ruleset(o->landlock_dirs);
+        res.landlocked = ruleset >= 0;
+    }
+    int64_t t0 = now_ms();
+    pid_t pid = fork();
+    if (pid < 0) {
+        rc = err_set(err, -errno, "fork: %s", strerror(errno));
+        goto out;
+    }
+    if (pid == 0)
+        child(o, prog, env, in[0], out[1], er[1], st[1], ruleset);
+    setpgid(pid, pid); /* also done by the child; whichever runs first wins */
+    closep(&in[0]);
+    closep(&out[1]);
+    closep(&er[1]);
+    closep(&st[1]);
+    closep(&ruleset);
+    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    set_nonblock(in[1]);
+    set_nonblock(out[0]);
+    set_nonblock(er[0]);
+    size_t in_off = 0;
+    if (!o->stdin_data || o->stdin_len == 0)
+        closep(&in[1]);
+
+    int64_t deadline = t0 + o->timeout_ms;
+    int64_t grace = o->kill_grace_ms > 0 ? o->kill_grace_ms : 2000;
+    int64_t kill_at = -1, drain_until = -1;
+    bool exited = false, termed = false, killed = false;
+    int wstatus = 0;
+    while (!exited || ((out[0] >= 0 || er[0] >= 0) && now_ms() < drain_until)) {
+        int64_t now = now_ms();
+        if (!exited && !termed && now >= deadline) {
+            killpg(pid, SIGTERM);
+            termed = true;
+            res.status = SBEXEC_TIMEOUT;
+            kill_at = now + grace;
+        }
+        if (!exited && termed && !killed && now >= kill_at) {
+            killpg(pid, SIGKILL);
+            killed = true;
+        }
+        int64_t wake = exited ? drain_until : (!termed ? deadline : (!killed ? kill_at : now + 100));
+        struct pollfd p[4];
+        int np = 0, iout = -1, ierr = -1, iin = -1, ipid = -1;
+        if (out[0] >= 0)
+            p[iout = np++] = (struct pollfd){.fd = out[0], .events = POLLIN};
+        if (er[0] >= 0)
+            p[ierr = np++] = (struct pollfd){.fd = er[0], .events = POLLIN};
+        if (in[1] >= 0)
+            p[iin = np++] = (struct pollfd){.fd = in[1], .events = POLLOUT};
+        if (!exited && pidfd >= 0)
+            p[ipid = np++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
+        int64_t wait = wake - now;
+        if (wait < 0)
+            wait = 0;
+        if (!exited && pidfd < 0 && wait > 20)
+            wait = 20; /* no pidfd: poll for the exit */
+        int pr = poll(p, (nfds_t)np, (int)wait);
+        if (pr < 0 && errno != EINTR) {
+            rc = err_set(err, -errno, "poll: %s", strerror(errno));
+            killpg(pid, SIGKILL);
+            waitpid(pid, &wstatus, 0);
+            goto out;
+        }
+        if (iout >= 0 && p[iout].revents)
+            pump(&out[0], &res.out, o->max_output, &res.out_total, &res.truncated);
+        if (ierr >= 0 && p[ierr].revents)
+            pump(&er[0], &res.err, o->max_output, &res.err_total, &res.truncated);
+        if (iin >= 0 && p[iin].revents) {
+            if (p[iin].revents & (POLLERR | POLLHUP)) {
+                closep(&in[1]);
+            } else {
+                ssize_t k = write(in[1], (const char *)o->stdin_data + in_off,
+                                  o->stdin_len - in_off);
+                if (k > 0)
+                    in_off += (size_t)k;
+                if ((k < 0 && errno != EAGAIN && errno != EINTR) || in_off == o->stdin_len)
+                    closep(&in[1]);
+            }
+        }
+        if (!exited && (ipid < 0 || p[ipid].revents)) {
+            pid_t w = waitpid(pid, &wstatus, WNOHANG);
+            if (w == pid) {
+                exited = true;
+                res.duration_ms = now_ms() - t0;
+                killpg(pid, SIGKILL); /* leftovers of the group */
+                closep(&in[1]);
+                drain_until = now_ms() + DRAIN_MS;
+            }
+        }
+    }
+    int child_errno = 0;
+    ssize_t k = read(st[0], &child_errno, sizeof child_errno);
+    if (k == (ssize_t)sizeof child_errno) {
+        const char *what = prog ? prog : o->argv[0];
+        buf_printf(&res.err, "tern-sandboxd: cannot execute %.200s: %s\n", what,
+                   strerror(child_errno));
+        res.err_total = res.err.len;
+    }
+    if (WIFEXITED(wstatus)) {
+        res.exited = true;
+        res.exit_code = WEXITSTATUS(wstatus);
+    } else if (WIFSIGNALED(wstatus)) {
+        res.term_signal = WTERMSIG(wstatus);
+    }
+    *ret = res;
+    res = (struct sbexec_result){0};
+out:
+    sbexec_result_done(&res);
+    closep(&in[0]), closep(&in[1]), closep(&out[0]), closep(&out[1]);
+    closep(&er[0]), closep(&er[1]), closep(&st[0]), closep(&st[1]);
+    closep(&pidfd);
+    closep(&ruleset);
+    free(prog);
+    free_strv(env);
+    return rc;
+}
