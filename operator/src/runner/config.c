@@ -311,7 +311,9 @@ int runner_config_load(const char *(*get)(void *ctx, const char *name), void *ct
         (rc = env_int(get, ctx, "TERN_MODEL_MAX_RETRIES", 0, TERN_MODEL_MAX_RETRIES, 2,
                       &c.model_max_retries, err)) ||
         (rc = env_int(get, ctx, "TERN_MAX_COMPLETION_TOKENS", 0, 1000000, 0,
-                      &c.max_completion_tokens, err)))
+                      &c.max_completion_tokens, err)) ||
+        (rc = env_int(get, ctx, "TERN_TEST_CRASH_AFTER_APPENDS", 0, 1000000, 0,
+                      &c.crash_after_appends, err)))
         goto out;
 
     if ((rc = read_small_file(get(ctx, "TERN_SANDBOX_TOKEN_FILE"), 4096, &c.sandbox_token, err)))

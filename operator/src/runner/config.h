@@ -9,7 +9,9 @@
  * AgentSession. Tuning: TERN_PRICES_FILE, TERN_RUNNER_OWNER (default
  * HOSTNAME), TERN_LOCK_TTL_SECONDS (default 10), TERN_LOCK_WAIT_MS (default
  * TTL + 5 s), TERN_MODEL_TIMEOUT_MS, TERN_MODEL_MAX_RETRIES,
- * TERN_MAX_COMPLETION_TOKENS.
+ * TERN_MAX_COMPLETION_TOKENS. Test hook: TERN_TEST_CRASH_AFTER_APPENDS=N
+ * makes the runner SIGKILL itself right after its Nth committed append (a
+ * crash exactly at a step boundary).
  *
  * The environment is read through a lookup function so tests need no
  * setenv. Everything parsed is owned by the struct (runner_config_done).
@@ -57,6 +59,7 @@ struct runner_config {
     int64_t model_timeout_ms;
     int64_t model_max_retries;
     int64_t max_completion_tokens;
+    int64_t crash_after_appends; /* test hook; 0 = off */
     struct runner_spec spec;
 };
 

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,8 @@ static int append(struct turn *t, const char *type, const char *key, cJSON *data
     t->st.journal_ms += mono_ms() - a0;
     if (rc == 0) {
         t->st.appends++;
+        if (t->cfg->crash_after_appends && t->st.appends == t->cfg->crash_after_appends)
+            raise(SIGKILL); /* test hook: a crash exactly at this step boundary */
         if (!t->st.first_append_ms)
             t->st.first_append_ms = mono_ms() - t->t0;
         /* the fold only needs a time for the session's first event */
@@ -389,7 +392,7 @@ static int do_tool_execute(struct turn *t, const struct plan *p, struct tern_err
         free(key);
         return err_wrap(err, rc, "sandboxd"); /* retryable: same key next time */
     }
-    if (r.http_status == 409 || r.http_status == 503 || r.http_status >= 500) {
+    if (r.http_status == 409 || r.http_status == 429 || r.http_status >= 500) {
         /* busy (the first request under this key still runs) or a server
          * failure: retry later under the same key */
         rc = err_set(err, TERN_EHTTP, "sandboxd: HTTP %ld: %.200s", r.http_status,
