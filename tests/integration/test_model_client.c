@@ -5,26 +5,22 @@
  * tests/integration/openai_schema.py. */
 #include "harness.h"
 
+#include "../support/proc_fixture.h"
+
 #include "base/mem.h"
 #include "model/chat.h"
 #include "model/client.h"
 #include "policy/policy.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 struct fake {
-    pid_t pid;
-    char addr[256];
+    struct proc p;
     char base[300];  /* http://ADDR/v1 */
     char record[512];
 };
@@ -36,70 +32,28 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static const char *bin_dir(void)
-{
-    const char *b = getenv("TERN_BUILD");
-    return b && *b ? b : "build";
-}
-
-/* Starts tern-fakellm with script text; waits (bounded) for its
- * "tern-fakellm listening ADDR" line. */
+/* Starts tern-fakellm with script text (tests/support/proc_fixture). */
 static void fake_start(struct fake *f, const char *script)
 {
-    char path[512];
+    char path[512], bin[512];
     snprintf(path, sizeof path, "%s/script.json", th_tmpdir());
     FILE *s = fopen(path, "w");
     ASSERT_NOT_NULL(s);
     fputs(script, s);
     fclose(s);
     snprintf(f->record, sizeof f->record, "%s/record.jsonl", th_tmpdir());
-    char *bin = xasprintf("%s/bin/tern-fakellm", bin_dir());
-    int pfd[2];
-    ASSERT_OK(pipe(pfd));
-    f->pid = fork();
-    ASSERT_TRUE(f->pid >= 0);
-    if (f->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        close(pfd[1]);
-        execl(bin, bin, "--script", path, "--listen", "127.0.0.1:0", "--record", f->record,
-              (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    char line[256];
-    size_t len = 0;
-    int64_t deadline = now_ms() + 10000;
-    while (len < sizeof line - 1 && (len == 0 || line[len - 1] != '\n')) {
-        struct pollfd p = {pfd[0], POLLIN, 0};
-        int left = (int)(deadline - now_ms());
-        if (left <= 0 || poll(&p, 1, left) <= 0)
-            th_fail(__FILE__, __LINE__, "tern-fakellm did not report its address (%s)", bin);
-        ssize_t n = read(pfd[0], line + len, sizeof line - 1 - len);
-        if (n <= 0)
-            th_fail(__FILE__, __LINE__, "tern-fakellm exited early (%s)", bin);
-        len += (size_t)n;
-    }
-    line[len] = 0;
-    close(pfd[0]);
-    free(bin);
-    const char *prefix = "tern-fakellm listening ";
-    ASSERT_TRUE(strncmp(line, prefix, strlen(prefix)) == 0);
-    char *a = line + strlen(prefix);
-    a[strcspn(a, "\n")] = 0;
-    snprintf(f->addr, sizeof f->addr, "%s", a);
-    snprintf(f->base, sizeof f->base, "http://%s/v1", a);
+    snprintf(bin, sizeof bin, "%s/bin/tern-fakellm", proc_build_dir());
+    char *argv[] = {bin, "--script", path, "--listen", "127.0.0.1:0", "--record", f->record,
+                    NULL};
+    struct tern_err err = {0};
+    if (proc_start_server(&f->p, argv, "tern-fakellm listening ", NULL, 10000, &err))
+        th_fail(__FILE__, __LINE__, "%s", err.msg);
+    snprintf(f->base, sizeof f->base, "http://%s/v1", f->p.addr);
 }
 
 static void fake_stop(struct fake *f)
 {
-    if (f->pid > 0) {
-        kill(f->pid, SIGTERM);
-        int st;
-        waitpid(f->pid, &st, 0);
-        f->pid = 0;
-    }
+    proc_stop(&f->p);
 }
 
 /* Injected sleep: records the delays instead of sleeping. */
