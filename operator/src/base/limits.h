@@ -41,6 +41,40 @@
 /* yaml/yamljson */
 #define TERN_YAML_MAX_EXPANDED_BYTES (64u << 20) /* scalar+key bytes after alias expansion */
 
+/* Model client (model/) */
+#define TERN_MODEL_MAX_REQUEST     (8u << 20)  /* one chat completion request body */
+#define TERN_MODEL_MAX_RESPONSE    (4u << 20)  /* one chat completion response body */
+#define TERN_MODEL_MAX_TOOL_CALLS  64          /* tool calls in one model message */
+#define TERN_MODEL_MAX_PRICES      1024        /* entries of a price table */
+#define TERN_MODEL_MAX_RETRIES     20          /* configurable retry count cap */
+
+/* Tool policy (policy/) */
+#define TERN_POLICY_MAX_PATTERN    256         /* one glob */
+#define TERN_POLICY_MAX_PATTERNS   64          /* requiresApproval / writablePaths entries */
+#define TERN_POLICY_MAX_PATH       4096        /* a tool's path argument */
+#define TERN_POLICY_MAX_CMD        65536       /* exec_command cmd */
+#define TERN_POLICY_MAX_WRITE      (4u << 20)  /* write_file content */
+#define TERN_POLICY_MAX_DEPTH      32          /* list_files depth */
+
+/* Runner (runner/) */
+#define TERN_RUNNER_MAX_MEMORY     (64u << 10) /* simple.md inlined in the system prompt */
+#define TERN_RUNNER_MAX_SKILLS     200         /* skills index entries in the prompt */
+#define TERN_RUNNER_MAX_OUTPUT     (32u << 10) /* a tool result sent to the model / journaled */
+#define TERN_RUNNER_MAX_EVENTS     (1u << 20)  /* events replayed for one session */
+#define TERN_RUNNER_MAX_SANDBOX_BODY (16u << 20) /* one sandboxd response */
+
+/* etcd client (etcd module) */
+#define TERN_ETCD_MAX_ENDPOINTS    16
+#define TERN_ETCD_POOL_IDLE        8            /* idle connections kept per client */
+#define TERN_ETCD_MAX_RESPONSE     (64u << 20)  /* one unary response body */
+#define TERN_ETCD_MAX_KEY          4096         /* one key we send */
+
+/* journal module */
+#define TERN_JOURNAL_MAX_DATA      (16u << 20)  /* one event's data, chunked */
+#define TERN_JOURNAL_CHUNK         (384u << 10) /* one chunk of an oversize event */
+#define TERN_JOURNAL_MAX_UID       128
+#define TERN_JOURNAL_MAX_PAGE      10000        /* events per replay page */
+
 /* Sandbox (tern-sandboxd, operator/src/sandbox/) */
 #define TERN_SANDBOX_MAX_PATH        4095        /* a workspace-relative path */
 #define TERN_SANDBOX_MAX_NAME        255         /* one path component */

@@ -1,0 +1,182 @@
+/* plan.c - the next action of a turn from the replayed state (pure). */
+#include "runner/plan.h"
+
+#include "base/mem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void plan_done(struct plan *p)
+{
+    if (!p)
+        return;
+    if (p->has_args)
+        policy_args_done(&p->args);
+    free(p->status);
+    free(p->output);
+    free(p->summary);
+    free(p->reason);
+    memset(p, 0, sizeof *p);
+}
+
+/* Takes ownership of output. */
+static void refuse(struct plan *p, const char *status, char *output)
+{
+    p->action = PLAN_TOOL_REFUSE;
+    p->status = xstrdup(status);
+    p->output = output;
+}
+
+static struct policy_usage usage_of(const struct replay_state *s, const struct plan_input *in)
+{
+    int64_t start = in->session_start_ms ? in->session_start_ms : s->first_time_ms;
+    struct policy_usage u = {
+        .model_turns = s->model_turns,
+        .tool_calls = s->tool_calls,
+        .tokens = s->prompt_tokens + s->completion_tokens,
+        .cost_micro_usd = s->cost_micro_usd,
+        .elapsed_ms = start && in->now_ms > start ? in->now_ms - start : 0,
+    };
+    return u;
+}
+
+static void limit(struct plan *p, const struct policy_limits *l, const struct policy_usage *u,
+                  enum policy_limit which)
+{
+    p->action = PLAN_LIMIT;
+    p->limit = which;
+    p->outcome = PLAN_OUTCOME_LIMIT;
+    switch (which) {
+    case POLICY_LIMIT_MODEL_TURNS: p->limit_used = u->model_turns; p->limit_max = l->max_model_turns; break;
+    case POLICY_LIMIT_TOOL_CALLS: p->limit_used = u->tool_calls; p->limit_max = l->max_tool_calls; break;
+    case POLICY_LIMIT_TOKENS: p->limit_used = u->tokens; p->limit_max = l->max_tokens; break;
+    case POLICY_LIMIT_COST: p->limit_used = u->cost_micro_usd; p->limit_max = l->max_cost_micro_usd; break;
+    case POLICY_LIMIT_TIME: p->limit_used = u->elapsed_ms; p->limit_max = l->timeout_ms; break;
+    case POLICY_LIMIT_NONE: break;
+    }
+}
+
+static void plan_call(const struct replay_state *s, const struct plan_input *in,
+                      const struct replay_call *c, struct plan *p)
+{
+    struct tern_err e = {0};
+    p->call = c;
+    if (strcmp(c->status, "ok") != 0) {
+        refuse(p, "invalid",
+               xasprintf("error: %s. Call one of the offered tools by name with a JSON object "
+                         "as arguments.",
+                         c->problem ? c->problem : c->status));
+        return;
+    }
+    if (policy_tool_from_name(c->name, &p->tool) != 0) {
+        refuse(p, "invalid", xasprintf("error: unknown tool \"%s\"", c->name));
+        return;
+    }
+    if (policy_parse_args(p->tool, c->arguments, &p->args, &e) != 0) {
+        refuse(p, "invalid", xasprintf("error: invalid arguments: %s", e.msg));
+        return;
+    }
+    p->has_args = true;
+    policy_decide(in->policy, &p->args, &p->decision);
+    if (p->decision.verdict == POLICY_DENY) {
+        refuse(p, "denied", xasprintf("denied by policy: %s", p->decision.reason));
+        return;
+    }
+    if (p->decision.verdict == POLICY_NEEDS_APPROVAL && !c->started) {
+        if (c->decision == REPLAY_DENIED) {
+            refuse(p, "denied",
+                   xstrdup("denied: the user did not approve this call; it was not run. "
+                           "Continue without it or explain what you need."));
+            return;
+        }
+        if (c->decision != REPLAY_APPROVED) {
+            replay_approval_id(in->uid, c->id, p->approval_id);
+            p->outcome = PLAN_OUTCOME_APPROVAL;
+            if (c->approval_id) {
+                p->action = PLAN_WAIT_APPROVAL;
+            } else {
+                p->action = PLAN_REQUEST_APPROVAL;
+                const char *arg = policy_main_arg(&p->args);
+                p->summary = xasprintf("%.500s", arg ? arg : c->name);
+            }
+            return;
+        }
+    }
+    if (c->started) {
+        /* journaled before a crash: finish it (sandboxd dedups by key) */
+        p->action = PLAN_TOOL_EXECUTE;
+        return;
+    }
+    struct policy_usage u = usage_of(s, in);
+    enum policy_limit l = policy_check_limits(&in->policy->limits, &u, POLICY_BEFORE_TOOL);
+    if (l != POLICY_LIMIT_NONE) {
+        limit(p, &in->policy->limits, &u, l);
+        return;
+    }
+    p->action = PLAN_TOOL_START;
+}
+
+void plan_next(const struct replay_state *s, const struct plan_input *in, struct plan *ret)
+{
+    struct plan p = {0};
+    int max_bad = in->max_bad_responses > 0 ? in->max_bad_responses : 3;
+
+    if (s->turn > in->turn || (s->turn == in->turn && s->turn_finished)) {
+        p.action = PLAN_DONE;
+        goto out;
+    }
+    if (!s->turn_started || s->turn < in->turn) {
+        p.action = PLAN_START_TURN;
+        goto out;
+    }
+    if (s->limit_reported) {
+        p.action = PLAN_FINISH;
+        p.outcome = PLAN_OUTCOME_LIMIT;
+        goto out;
+    }
+    const struct replay_call *c = replay_next_pending(s);
+    if (c) {
+        plan_call(s, in, c, &p);
+        goto out;
+    }
+    if (s->consecutive_bad >= max_bad) {
+        p.action = PLAN_FINISH;
+        p.outcome = PLAN_OUTCOME_ERROR;
+        p.reason = xasprintf("the model's output was malformed %lld times in a row",
+                             (long long)s->consecutive_bad);
+        goto out;
+    }
+    if (s->last_final) {
+        p.action = PLAN_FINISH;
+        p.outcome = s->last_refusal ? PLAN_OUTCOME_REFUSED : PLAN_OUTCOME_COMPLETED;
+        goto out;
+    }
+    struct policy_usage u = usage_of(s, in);
+    enum policy_limit l = policy_check_limits(&in->policy->limits, &u, POLICY_BEFORE_MODEL);
+    if (l != POLICY_LIMIT_NONE) {
+        limit(&p, &in->policy->limits, &u, l);
+        goto out;
+    }
+    p.action = s->request_open ? PLAN_MODEL_CALL : PLAN_MODEL_REQUEST;
+out:
+    *ret = p;
+}
+
+const char *plan_action_str(enum plan_action a)
+{
+    switch (a) {
+    case PLAN_DONE: return "done";
+    case PLAN_START_TURN: return "start_turn";
+    case PLAN_TOOL_REFUSE: return "tool_refuse";
+    case PLAN_REQUEST_APPROVAL: return "request_approval";
+    case PLAN_WAIT_APPROVAL: return "wait_approval";
+    case PLAN_TOOL_START: return "tool_start";
+    case PLAN_TOOL_EXECUTE: return "tool_execute";
+    case PLAN_LIMIT: return "limit";
+    case PLAN_MODEL_REQUEST: return "model_request";
+    case PLAN_MODEL_CALL: return "model_call";
+    case PLAN_FINISH: return "finish";
+    }
+    return "?";
+}

@@ -1,0 +1,39 @@
+/* prompt.h - the system prompt and first user message of a session (pure).
+ *
+ * The system prompt describes the agent's situation: the workspace layout
+ * (what is read-only, what is writable), the offered tools, the memory file
+ * simple.md (inlined when given) and the skills index (one line per skill
+ * file). The objective (plus spec.context.text) is the first user message:
+ * Chat Completions needs one, and models follow a user turn more reliably
+ * than instructions buried in the system prompt. Follow-up spec.messages
+ * arrive as user_message events in the journal.
+ */
+#ifndef TERN_RUNNER_PROMPT_H
+#define TERN_RUNNER_PROMPT_H
+
+#include <stddef.h>
+
+struct prompt_input {
+    const char *objective;         /* required */
+    const char *context_text;      /* spec.context.text, or NULL */
+    const char *const *references; /* spec.context.references */
+    size_t nreferences;
+    const char *memory;            /* contents of simple.md, or NULL */
+    const char *const *skills;     /* skill file paths under skills/ */
+    size_t nskills;
+    const char *const *writable;   /* writablePaths globs */
+    size_t nwritable;
+    const char *const *tools;      /* offered tool names */
+    size_t ntools;
+};
+
+/* The system prompt (newly allocated). The memory text is cut to
+ * TERN_RUNNER_MAX_MEMORY bytes and the skills list to TERN_RUNNER_MAX_SKILLS
+ * entries, each with an explicit "(truncated)" marker. */
+char *prompt_system(const struct prompt_input *in);
+
+/* The first user message: the objective, then the context text (newly
+ * allocated). */
+char *prompt_first_user(const struct prompt_input *in);
+
+#endif

@@ -1,0 +1,356 @@
+/* sbx.c - tern-sandboxd client and tool-message rendering. */
+#include "runner/sbx.h"
+
+#include "base/limits.h"
+#include "base/mem.h"
+#include "http/httpc.h"
+#include "json/json.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sbx {
+    char *base;   /* "http://HOST:PORT" */
+    char *auth;   /* "Authorization: Bearer ..." */
+    long connect_timeout_ms, extra_timeout_ms;
+    struct httpc *http;
+};
+
+struct sbx *sbx_new(const struct sbx_config *cfg)
+{
+    struct sbx *s = xcalloc(1, sizeof *s);
+    s->base = xasprintf("http://%s", cfg->address ? cfg->address : "127.0.0.1:8080");
+    s->auth = xasprintf("Authorization: Bearer %s", cfg->token ? cfg->token : "");
+    s->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
+    s->extra_timeout_ms = cfg->extra_timeout_ms > 0 ? cfg->extra_timeout_ms : 15000;
+    s->http = httpc_new();
+    return s;
+}
+
+void sbx_free(struct sbx *s)
+{
+    if (!s)
+        return;
+    httpc_free(s->http);
+    free(s->base);
+    free(s->auth);
+    free(s);
+}
+
+void sbx_result_done(struct sbx_result *r)
+{
+    if (!r)
+        return;
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+/* "/v1/files/" + each path segment percent-encoded ("." = the root). */
+static char *path_url(const struct sbx *s, const char *prefix, const char *path)
+{
+    struct buf b;
+    buf_init(&b, TERN_HTTP_MAX_URL);
+    buf_printf(&b, "%s%s", s->base, prefix);
+    if (path && strcmp(path, ".") != 0) {
+        const char *p = path;
+        while (*p) {
+            const char *end = strchr(p, '/');
+            size_t n = end ? (size_t)(end - p) : strlen(p);
+            char *seg = xstrndup(p, n);
+            char *esc = httpc_escape(seg);
+            buf_puts(&b, esc);
+            free(esc);
+            free(seg);
+            p += n;
+            if (*p == '/') {
+                buf_putc(&b, '/');
+                p++;
+            }
+        }
+    }
+    return buf_steal(&b);
+}
+
+int sbx_call(struct sbx *s, const char *key, const struct policy_args *a, int64_t timeout_ms,
+             struct sbx_result *ret, struct tern_err *err)
+{
+    char *url = NULL, *body = NULL, *keyhdr = NULL;
+    const char *headers[5] = {s->auth, NULL, NULL, NULL, NULL};
+    size_t nh = 1;
+    const char *method = "GET";
+    size_t body_len = 0;
+    int rc;
+
+    if (key && (a->tool == POLICY_EXEC || a->tool == POLICY_WRITE)) {
+        keyhdr = xasprintf("Idempotency-Key: %s", key);
+        headers[nh++] = keyhdr;
+    }
+    switch (a->tool) {
+    case POLICY_EXEC: {
+        cJSON *o = cJSON_CreateObject();
+        json_add_string(o, "cmd", a->cmd);
+        if (a->cwd && strcmp(a->cwd, ".") != 0)
+            json_add_string(o, "cwd", a->cwd);
+        json_add_int64(o, "timeoutMs", timeout_ms);
+        body = json_print(o);
+        cJSON_Delete(o);
+        body_len = strlen(body);
+        method = "POST";
+        headers[nh++] = "Content-Type: application/json";
+        url = xasprintf("%s/v1/exec", s->base);
+        break;
+    }
+    case POLICY_READ: {
+        char *u = path_url(s, "/v1/files/", a->path);
+        int64_t limit = a->limit >= 0 && a->limit < TERN_RUNNER_MAX_OUTPUT
+                            ? a->limit
+                            : (int64_t)TERN_RUNNER_MAX_OUTPUT + 1;
+        url = xasprintf("%s?offset=%lld&limit=%lld", u, (long long)(a->offset > 0 ? a->offset : 0),
+                        (long long)limit);
+        free(u);
+        break;
+    }
+    case POLICY_WRITE: {
+        char *u = path_url(s, "/v1/files/", a->path);
+        url = a->append ? xasprintf("%s?append=true", u) : xstrdup(u);
+        free(u);
+        method = "PUT";
+        body = xstrdup(a->content ? a->content : "");
+        body_len = strlen(body);
+        headers[nh++] = "Content-Type: application/octet-stream";
+        break;
+    }
+    case POLICY_LIST: {
+        char *u = path_url(s, "/v1/list/", a->path);
+        url = xasprintf("%s?depth=%lld", u, (long long)(a->depth > 0 ? a->depth : 1));
+        free(u);
+        break;
+    }
+    default: return err_set(err, TERN_EINVALID, "unknown tool");
+    }
+
+    struct httpc_request req = {
+        .method = method,
+        .url = url,
+        .headers = headers,
+        .body = body,
+        .body_len = body_len,
+        .timeout_ms = (long)timeout_ms + s->extra_timeout_ms,
+        .connect_timeout_ms = s->connect_timeout_ms,
+        .max_body = TERN_RUNNER_MAX_SANDBOX_BODY,
+    };
+    struct httpc_response resp = {0};
+    rc = httpc_do(s->http, &req, &resp, err);
+    if (rc == 0) {
+        struct sbx_result r = {.tool = a->tool, .http_status = resp.status};
+        r.body_len = resp.body.len;
+        r.body = buf_steal(&resp.body);
+        if (a->tool == POLICY_EXEC || a->tool == POLICY_WRITE) {
+            cJSON *j = NULL;
+            if (json_parse(r.body, r.body_len, &j, NULL) == 0)
+                r.replayed = cJSON_IsTrue(json_get(j, "replayed"));
+            cJSON_Delete(j);
+        }
+        *ret = r;
+    }
+    httpc_response_done(&resp);
+    free(url);
+    free(body);
+    free(keyhdr);
+    return rc;
+}
+
+/* ---- rendering (pure) -------------------------------------------------- */
+
+int sbx_utf8_append(struct buf *out, const char *p, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)p;
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        size_t len = 0;
+        unsigned cp = 0;
+        if (c < 0x80) {
+            len = 1;
+            cp = c;
+        } else if ((c & 0xe0) == 0xc0) {
+            len = 2;
+            cp = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            len = 3;
+            cp = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            len = 4;
+            cp = c & 0x07;
+        }
+        bool ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                ok = false;
+            else
+                cp = (cp << 6) | (s[i + k] & 0x3f);
+        }
+        if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+                   (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+                   (cp >= 0xd800 && cp <= 0xdfff)))
+            ok = false;
+        if (ok && cp == 0)
+            ok = false; /* NUL would cut C strings */
+        int rc = ok ? buf_append(out, s + i, len) : buf_puts(out, "\xef\xbf\xbd");
+        if (rc)
+            return rc;
+        i += ok ? len : 1;
+    }
+    return 0;
+}
+
+/* Appends text with the output bound; returns false once it is reached. */
+static bool put_bounded(struct buf *b, const char *p, size_t n)
+{
+    size_t room = TERN_RUNNER_MAX_OUTPUT > b->len ? TERN_RUNNER_MAX_OUTPUT - b->len : 0;
+    bool cut = n > room;
+    if (cut) {
+        /* do not split a UTF-8 sequence at the cut */
+        while (room > 0 && ((unsigned char)p[room] & 0xc0) == 0x80)
+            room--;
+        n = room;
+    }
+    sbx_utf8_append(b, p, n);
+    return !cut;
+}
+
+static char *render_error(const struct sbx_result *r, const char **ret_status)
+{
+    cJSON *j = NULL;
+    const char *code = NULL, *msg = NULL;
+    if (json_parse(r->body ? r->body : "", r->body_len, &j, NULL) == 0) {
+        const cJSON *e = json_get(j, "error");
+        const cJSON *c = json_get(e, "code"), *m = json_get(e, "message");
+        code = cJSON_IsString(c) ? c->valuestring : NULL;
+        msg = cJSON_IsString(m) ? m->valuestring : NULL;
+    }
+    struct buf b;
+    buf_init(&b, TERN_RUNNER_MAX_OUTPUT * 2);
+    buf_printf(&b, "error: %s (HTTP %ld)", code ? code : "sandbox_error", r->http_status);
+    if (msg) {
+        buf_puts(&b, ": ");
+        put_bounded(&b, msg, strlen(msg));
+    }
+    cJSON_Delete(j);
+    *ret_status = "error";
+    return buf_steal(&b);
+}
+
+static char *render_exec(const struct sbx_result *r, const char **ret_status)
+{
+    cJSON *j = NULL;
+    struct buf b;
+    buf_init(&b, TERN_RUNNER_MAX_OUTPUT * 2);
+    if (json_parse(r->body ? r->body : "", r->body_len, &j, NULL) != 0 || !cJSON_IsObject(j)) {
+        buf_puts(&b, "error: the sandbox sent an unreadable exec result");
+        *ret_status = "error";
+        goto out;
+    }
+    const cJSON *st = json_get(j, "status");
+    const char *status = cJSON_IsString(st) ? st->valuestring : "completed";
+    int64_t code = -1, sig = 0, dur = 0;
+    bool has_code = json_item_int64(json_get(j, "exitCode"), &code) == 0;
+    json_item_int64(json_get(j, "signal"), &sig);
+    json_item_int64(json_get(j, "durationMs"), &dur);
+    if (strcmp(status, "timeout") == 0) {
+        buf_printf(&b, "timed out after %lld ms (killed)\n", (long long)dur);
+        *ret_status = "timeout";
+    } else if (strcmp(status, "interrupted") == 0) {
+        buf_puts(&b, "interrupted: the sandbox restarted while this command ran; it was not "
+                     "re-run and its effects are unknown. Check the workspace before retrying.\n");
+        *ret_status = "interrupted";
+    } else if (has_code) {
+        buf_printf(&b, "exit code: %lld\n", (long long)code);
+        *ret_status = code == 0 ? "completed" : "failed";
+    } else {
+        buf_printf(&b, "killed by signal %lld\n", (long long)sig);
+        *ret_status = "failed";
+    }
+    bool truncated = cJSON_IsTrue(json_get(j, "truncated"));
+    static const char *const streams[] = {"stdout", "stderr"};
+    bool cut = false;
+    for (int i = 0; i < 2 && !cut; i++) {
+        const cJSON *s = json_get(j, streams[i]);
+        if (!cJSON_IsString(s) || !*s->valuestring)
+            continue;
+        buf_printf(&b, "%s:\n", streams[i]);
+        cut = !put_bounded(&b, s->valuestring, strlen(s->valuestring));
+        if (!cut && b.len && buf_str(&b)[b.len - 1] != '\n')
+            buf_putc(&b, '\n');
+    }
+    if (cut || truncated)
+        buf_puts(&b, "\n[output truncated]\n");
+out:
+    cJSON_Delete(j);
+    return buf_steal(&b);
+}
+
+static char *render_list(const struct sbx_result *r, const char **ret_status)
+{
+    cJSON *j = NULL;
+    struct buf b;
+    buf_init(&b, TERN_RUNNER_MAX_OUTPUT * 2);
+    *ret_status = "completed";
+    const cJSON *entries = NULL;
+    if (json_parse(r->body ? r->body : "", r->body_len, &j, NULL) != 0 ||
+        !cJSON_IsArray(entries = json_get(j, "entries"))) {
+        buf_puts(&b, "error: the sandbox sent an unreadable listing");
+        *ret_status = "error";
+        goto out;
+    }
+    size_t n = 0;
+    for (const cJSON *e = entries->child; e; e = e->next, n++) {
+        const cJSON *p = json_get(e, "path"), *t = json_get(e, "type");
+        int64_t size = 0;
+        json_item_int64(json_get(e, "size"), &size);
+        const char *path = cJSON_IsString(p) ? p->valuestring : "?";
+        char *line = cJSON_IsString(t) && strcmp(t->valuestring, "dir") == 0
+                         ? xasprintf("%s/\n", path)
+                         : xasprintf("%s  (%lld bytes)\n", path, (long long)size);
+        bool fit = put_bounded(&b, line, strlen(line));
+        free(line);
+        if (!fit) {
+            buf_puts(&b, "\n[listing truncated]\n");
+            break;
+        }
+    }
+    if (n == 0)
+        buf_puts(&b, "(empty)\n");
+out:
+    cJSON_Delete(j);
+    return buf_steal(&b);
+}
+
+char *sbx_render(const struct sbx_result *r, const char **ret_status)
+{
+    if (r->http_status < 200 || r->http_status > 299)
+        return render_error(r, ret_status);
+    switch (r->tool) {
+    case POLICY_EXEC: return render_exec(r, ret_status);
+    case POLICY_LIST: return render_list(r, ret_status);
+    case POLICY_WRITE:
+        *ret_status = "completed";
+        return xstrdup(r->replayed ? "ok: written (recorded earlier)" : "ok: written");
+    case POLICY_READ: {
+        struct buf b;
+        buf_init(&b, TERN_RUNNER_MAX_OUTPUT * 2);
+        *ret_status = "completed";
+        if (!put_bounded(&b, r->body ? r->body : "", r->body_len))
+            buf_printf(&b, "\n[truncated at %u bytes; read on with offset]\n",
+                       TERN_RUNNER_MAX_OUTPUT);
+        else if (r->body_len == 0)
+            buf_puts(&b, "(empty file)");
+        return buf_steal(&b);
+    }
+    default: break;
+    }
+    *ret_status = "error";
+    return xstrdup("error: unknown tool");
+}

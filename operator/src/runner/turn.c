@@ -1,0 +1,626 @@
+/* turn.c - the runner's turn loop over the journal, the model and sandboxd. */
+#include "runner/turn.h"
+
+#include "base/buf.h"
+#include "base/limits.h"
+#include "base/mem.h"
+#include "etcd/etcd.h"
+#include "journal/journal.h"
+#include "json/json.h"
+#include "model/chat.h"
+#include "model/client.h"
+#include "model/price.h"
+#include "runner/plan.h"
+#include "runner/prompt.h"
+#include "runner/replay.h"
+#include "runner/sbx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct turn {
+    const struct runner_config *cfg;
+    atomic_bool *stop;
+    struct turn_stats st;
+    int64_t t0;
+    struct etcd *etcd;
+    struct journal *j;
+    struct journal_lock *lock;
+    struct replay_state s;
+    struct policy_config pc;
+    struct chat_tool_def defs[POLICY_NTOOLS];
+    size_t ndefs;
+    const char *known[POLICY_NTOOLS];
+    struct model_client *model;
+    struct sbx *sbx;
+    struct price_table prices;
+    char *system_prompt;   /* built on the first model call */
+    char *first_user;
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static bool stopped(const struct turn *t)
+{
+    return t->stop && atomic_load(t->stop);
+}
+
+/* ---- journal ----------------------------------------------------------- */
+
+static int fold(struct turn *t, uint64_t seq, const char *type, int64_t turn, const char *key,
+                const cJSON *data, const char *time, struct tern_err *err)
+{
+    struct replay_event ev = {seq, type, turn, key, data, time};
+    int rc = replay_apply(&t->s, &ev, err);
+    if (rc)
+        err_wrap(err, rc, "replaying the journal");
+    return rc;
+}
+
+static int on_event(void *ctx, const struct journal_event *ev)
+{
+    struct turn *t = ctx;
+    struct tern_err e = {0};
+    t->st.replayed++;
+    if (t->st.replayed > TERN_RUNNER_MAX_EVENTS)
+        return TERN_ETOOLARGE;
+    return fold(t, ev->seq, ev->type_name, ev->turn, ev->key, ev->data, ev->time, &e);
+}
+
+/* Replays until the fold has caught up with the handle's summary (another
+ * writer may append between journal_open and the replay). */
+static int replay_all(struct turn *t, struct tern_err *err)
+{
+    int64_t t0 = mono_ms();
+    for (int round = 0; round < 5; round++) {
+        int rc = journal_replay(t->j, t->s.last_seq + 1, on_event, t, NULL, err);
+        if (rc)
+            return err_wrap(err, rc, "journal replay");
+        const struct journal_summary *sum = journal_summary(t->j);
+        if (t->s.last_seq == sum->last_seq) {
+            t->st.replay_ms += mono_ms() - t0;
+            return 0;
+        }
+        if ((rc = journal_refresh(t->j, err)))
+            return rc;
+    }
+    return err_set(err, TERN_EFENCED, "journal keeps moving under the replay");
+}
+
+/* Appends one event (data is consumed) and folds it into the state. */
+static int append(struct turn *t, const char *type, const char *key, cJSON *data,
+                  struct tern_err *err)
+{
+    int rc;
+    uint64_t seq = 0;
+    if (t->lock && journal_lock_lost(t->lock)) {
+        cJSON_Delete(data);
+        return err_set(err, TERN_EFENCED, "turn lock lost (lease expired)");
+    }
+    struct journal_append_req req = {
+        .type = journal_type_parse(type),
+        .type_name = type,
+        .turn = t->cfg->turn,
+        .key = key,
+        .data = data,
+    };
+    int64_t a0 = mono_ms();
+    for (int attempt = 0;; attempt++) {
+        rc = journal_append(t->j, &req, &seq, err);
+        if (rc != TERN_EUNKNOWN || attempt >= 3)
+            break;
+        bool committed = false;
+        int r2 = journal_resolve(t->j, &committed, &seq, err);
+        if (r2) {
+            rc = r2;
+            break;
+        }
+        if (committed) {
+            rc = 0;
+            break;
+        }
+    }
+    t->st.journal_ms += mono_ms() - a0;
+    if (rc == 0) {
+        t->st.appends++;
+        if (t->cfg->crash_after_appends && t->st.appends == t->cfg->crash_after_appends)
+            raise(SIGKILL); /* test hook: a crash exactly at this step boundary */
+        if (!t->st.first_append_ms)
+            t->st.first_append_ms = mono_ms() - t->t0;
+        /* the fold only needs a time for the session's first event */
+        char now[40] = "";
+        if (!t->s.first_time_ms) {
+            time_t secs = (time_t)(wall_ms() / 1000);
+            struct tm tm;
+            gmtime_r(&secs, &tm);
+            strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        }
+        rc = fold(t, seq, type, t->cfg->turn, key, data, now[0] ? now : NULL, err);
+    } else {
+        err_wrap(err, rc, "journal append %s", type);
+    }
+    cJSON_Delete(data);
+    return rc;
+}
+
+static cJSON *obj(void)
+{
+    return cJSON_CreateObject();
+}
+
+/* ---- model ------------------------------------------------------------- */
+
+static void read_prompt_parts(struct turn *t, char **ret_memory, char ***ret_skills,
+                              size_t *ret_n)
+{
+    struct policy_args a = {.tool = POLICY_READ, .path = "simple.md", .offset = 0, .limit = -1,
+                            .timeout_ms = -1, .depth = -1};
+    struct sbx_result r = {0};
+    struct tern_err e = {0};
+    *ret_memory = NULL;
+    *ret_skills = NULL;
+    *ret_n = 0;
+    if (sbx_call(t->sbx, NULL, &a, 10000, &r, &e) == 0 && r.http_status == 200 && r.body_len)
+        *ret_memory = xstrdup(r.body);
+    sbx_result_done(&r);
+    struct policy_args l = {.tool = POLICY_LIST, .path = "skills", .depth = 3, .offset = -1,
+                            .limit = -1, .timeout_ms = -1};
+    if (sbx_call(t->sbx, NULL, &l, 10000, &r, &e) == 0 && r.http_status == 200) {
+        cJSON *j = NULL;
+        const cJSON *entries;
+        if (json_parse(r.body, r.body_len, &j, NULL) == 0 &&
+            cJSON_IsArray(entries = json_get(j, "entries"))) {
+            for (const cJSON *it = entries->child; it; it = it->next) {
+                const cJSON *p = json_get(it, "path"), *ty = json_get(it, "type");
+                if (!cJSON_IsString(p) || !cJSON_IsString(ty) ||
+                    strcmp(ty->valuestring, "file") != 0 || *ret_n >= TERN_RUNNER_MAX_SKILLS + 1)
+                    continue;
+                const char *name = p->valuestring;
+                if (strncmp(name, "skills/", 7) == 0)
+                    name += 7;
+                *ret_skills = xreallocarray(*ret_skills, *ret_n + 1, sizeof(char *));
+                (*ret_skills)[(*ret_n)++] = xstrdup(name);
+            }
+        }
+        cJSON_Delete(j);
+    }
+    sbx_result_done(&r);
+}
+
+static void build_prompt(struct turn *t)
+{
+    if (t->system_prompt)
+        return;
+    const struct runner_spec *sp = &t->cfg->spec;
+    char *memory = NULL, **skills = NULL;
+    size_t nskills = 0;
+    read_prompt_parts(t, &memory, &skills, &nskills);
+    struct prompt_input in = {
+        .objective = sp->objective,
+        .context_text = sp->context_text,
+        .references = (const char *const *)sp->references,
+        .nreferences = sp->nreferences,
+        .memory = memory,
+        .skills = (const char *const *)skills,
+        .nskills = nskills,
+        .writable = (const char *const *)sp->writable,
+        .nwritable = sp->nwritable,
+        .tools = t->known,
+        .ntools = t->ndefs,
+    };
+    t->system_prompt = prompt_system(&in);
+    t->first_user = prompt_first_user(&in);
+    free(memory);
+    for (size_t i = 0; i < nskills; i++)
+        free(skills[i]);
+    free(skills);
+}
+
+static cJSON *response_data(struct turn *t, const struct chat_response *r,
+                            const struct model_call_result *res)
+{
+    cJSON *d = obj();
+    json_add_int64(d, "step", t->s.model_steps);
+    json_add_string(d, "kind", chat_kind_str(r->kind));
+    if (r->problem)
+        json_add_string(d, "problem", r->problem);
+    if (r->content)
+        json_add_string(d, "content", r->content);
+    if (r->refusal)
+        json_add_string(d, "refusal", r->refusal);
+    json_add_string(d, "finishReason", r->finish_raw ? r->finish_raw : chat_finish_str(r->finish));
+    if (r->id)
+        json_add_string(d, "id", r->id);
+    if (res->request_id)
+        json_add_string(d, "requestId", res->request_id);
+    json_add_int64(d, "attempts", res->attempts);
+    if (r->ncalls) {
+        cJSON *arr = cJSON_AddArrayToObject(d, "toolCalls");
+        for (size_t i = 0; i < r->ncalls; i++) {
+            cJSON *c = obj();
+            json_add_string(c, "id", r->calls[i].id);
+            json_add_string(c, "name", r->calls[i].name);
+            json_add_string(c, "arguments", r->calls[i].arguments);
+            json_add_string(c, "status", chat_call_status_str(r->calls[i].status));
+            if (r->calls[i].problem)
+                json_add_string(c, "problem", r->calls[i].problem);
+            cJSON_AddItemToArray(arr, c);
+        }
+    }
+    int64_t cost = 0;
+    const struct price_entry *p = price_lookup(&t->prices, t->cfg->spec.model);
+    if (p && price_cost(p, &r->usage, &cost) != 0)
+        cost = 0;
+    cJSON *u = cJSON_AddObjectToObject(d, "usage");
+    json_add_int64(u, "prompt_tokens", r->usage.prompt_tokens);
+    json_add_int64(u, "completion_tokens", r->usage.completion_tokens);
+    json_add_int64(u, "total_tokens", r->usage.total_tokens);
+    json_add_int64(u, "cached_tokens", r->usage.cached_tokens);
+    json_add_int64(u, "reasoning_tokens", r->usage.reasoning_tokens);
+    json_add_int64(u, "cost_micro_usd", cost);
+    return d;
+}
+
+/* The model call: returns 0 when an event was journaled (response, or error
+ * + turn end), a negative code for a retryable failure. */
+static int do_model_call(struct turn *t, struct tern_err *err)
+{
+    build_prompt(t);
+    struct chat_conv c;
+    chat_conv_init(&c);
+    chat_conv_add(&c, CHAT_SYSTEM, t->system_prompt);
+    chat_conv_add(&c, CHAT_USER, t->first_user);
+    for (size_t i = 0; i < t->s.conv.n; i++) {
+        const struct chat_msg *m = &t->s.conv.msgs[i];
+        if (m->role == CHAT_ASSISTANT)
+            chat_conv_add_assistant(&c, m->content, m->calls, m->ncalls);
+        else if (m->role == CHAT_TOOL)
+            chat_conv_add_tool(&c, m->tool_call_id, m->content);
+        else
+            chat_conv_add(&c, m->role, m->content);
+    }
+    struct chat_options o = {.model = t->cfg->spec.model,
+                             .max_completion_tokens = t->cfg->max_completion_tokens,
+                             .tool_choice = t->ndefs ? "auto" : NULL,
+                             .parallel_tool_calls = false};
+    char *body = NULL;
+    int rc = chat_build_request(&c, t->defs, t->ndefs, &o, &body, err);
+    chat_conv_done(&c);
+    if (rc) {
+        /* cannot happen for a journal we wrote; say so and end the turn */
+        cJSON *d = obj();
+        json_add_string(d, "phase", "model_request");
+        json_add_string(d, "message", err->msg);
+        if ((rc = append(t, "error", NULL, d, err)))
+            return rc;
+        cJSON *f = obj();
+        json_add_string(f, "outcome", PLAN_OUTCOME_ERROR);
+        json_add_string(f, "reason", "request_build_failed");
+        return append(t, "turn_finished", NULL, f, err);
+    }
+    struct model_call_result res;
+    int64_t m0 = mono_ms();
+    rc = model_client_call(t->model, body, strlen(body), &res, err);
+    t->st.model_ms += mono_ms() - m0;
+    t->st.model_calls++;
+    free(body);
+    if (rc)
+        return rc; /* transport: retryable (the request stays open in the journal) */
+
+    if (res.status >= 200 && res.status <= 299) {
+        struct chat_response r;
+        rc = chat_parse_response(res.body, res.body_len, t->known, t->ndefs, &r);
+        if (rc) {
+            r = (struct chat_response){.kind = CHAT_RESP_MALFORMED,
+                                       .problem = xstrdup("response body too large")};
+        }
+        cJSON *d = response_data(t, &r, &res);
+        chat_response_done(&r);
+        model_call_result_done(&res);
+        return append(t, "model_response", NULL, d, err);
+    }
+    struct chat_api_error ae = {0};
+    bool parsed = chat_parse_error(res.body, res.body_len, &ae) == 0;
+    bool retryable = res.status == 408 || res.status == 409 || res.status == 429 ||
+                     res.status >= 500;
+    if (retryable && !(parsed && chat_error_is_context_length(&ae))) {
+        rc = err_set(err, TERN_EHTTP, "model: HTTP %ld after %d attempts: %s", res.status,
+                     res.attempts, parsed ? ae.message : "");
+        chat_api_error_done(&ae);
+        model_call_result_done(&res);
+        return rc;
+    }
+    cJSON *d = obj();
+    json_add_string(d, "phase", "model");
+    json_add_int64(d, "status", res.status);
+    if (parsed && ae.code)
+        json_add_string(d, "code", ae.code);
+    if (parsed && ae.type)
+        json_add_string(d, "type", ae.type);
+    json_add_string(d, "message", parsed ? ae.message : "unreadable error body");
+    if (res.request_id)
+        json_add_string(d, "requestId", res.request_id);
+    const char *reason = parsed && chat_error_is_context_length(&ae)
+                             ? "context_length_exceeded"
+                             : "model_error";
+    chat_api_error_done(&ae);
+    model_call_result_done(&res);
+    if ((rc = append(t, "error", NULL, d, err)))
+        return rc;
+    cJSON *f = obj();
+    json_add_string(f, "outcome", PLAN_OUTCOME_ERROR);
+    json_add_string(f, "reason", reason);
+    return append(t, "turn_finished", NULL, f, err);
+}
+
+/* ---- tools ------------------------------------------------------------- */
+
+static int do_tool_execute(struct turn *t, const struct plan *p, struct tern_err *err)
+{
+    char *key = xasprintf("%s/%s", t->cfg->uid, p->call->id);
+    struct sbx_result r;
+    int64_t s0 = mono_ms();
+    int rc = sbx_call(t->sbx, key, &p->args, p->decision.timeout_ms, &r, err);
+    t->st.tool_ms += mono_ms() - s0;
+    t->st.tool_calls++;
+    if (rc) {
+        free(key);
+        return err_wrap(err, rc, "sandboxd"); /* retryable: same key next time */
+    }
+    if (r.http_status == 409 || r.http_status == 429 || r.http_status >= 500) {
+        /* busy (the first request under this key still runs) or a server
+         * failure: retry later under the same key */
+        rc = err_set(err, TERN_EHTTP, "sandboxd: HTTP %ld: %.200s", r.http_status,
+                     r.body ? r.body : "");
+        sbx_result_done(&r);
+        free(key);
+        return rc;
+    }
+    const char *status = NULL;
+    char *out = sbx_render(&r, &status);
+    cJSON *d = obj();
+    json_add_string(d, "callId", p->call->id);
+    json_add_string(d, "tool", p->call->name);
+    json_add_string(d, "status", status);
+    json_add_string(d, "output", out);
+    json_add_int64(d, "httpStatus", r.http_status);
+    if (r.replayed)
+        cJSON_AddTrueToObject(d, "replayed");
+    free(out);
+    sbx_result_done(&r);
+    rc = append(t, "tool_result", key, d, err);
+    free(key);
+    return rc;
+}
+
+static int perform(struct turn *t, struct plan *p, struct tern_err *err)
+{
+    cJSON *d;
+    char *key = NULL;
+    int rc = 0;
+    switch (p->action) {
+    case PLAN_DONE: return 0;
+    case PLAN_START_TURN:
+        d = obj();
+        json_add_int64(d, "turn", t->cfg->turn);
+        json_add_string(d, "owner", t->cfg->owner);
+        return append(t, "turn_started", NULL, d, err);
+    case PLAN_MODEL_REQUEST:
+        d = obj();
+        json_add_int64(d, "step", t->s.model_steps);
+        json_add_int64(d, "messages", (int64_t)t->s.conv.n + 2);
+        return append(t, "model_request", NULL, d, err);
+    case PLAN_MODEL_CALL: return do_model_call(t, err);
+    case PLAN_TOOL_REFUSE:
+        d = obj();
+        json_add_string(d, "callId", p->call->id);
+        json_add_string(d, "tool", p->call->name);
+        json_add_string(d, "status", p->status);
+        json_add_string(d, "output", p->output);
+        return append(t, "tool_result", NULL, d, err);
+    case PLAN_REQUEST_APPROVAL:
+        d = obj();
+        json_add_string(d, "id", p->approval_id);
+        json_add_string(d, "callId", p->call->id);
+        json_add_string(d, "tool", p->call->name);
+        json_add_string(d, "summary", p->summary);
+        if (p->decision.pattern)
+            json_add_string(d, "pattern", p->decision.pattern);
+        return append(t, "approval_requested", NULL, d, err);
+    case PLAN_WAIT_APPROVAL:
+        d = obj();
+        json_add_string(d, "outcome", PLAN_OUTCOME_APPROVAL);
+        json_add_string(d, "approvalId", p->approval_id);
+        return append(t, "turn_finished", NULL, d, err);
+    case PLAN_TOOL_START:
+        key = xasprintf("%s/%s", t->cfg->uid, p->call->id);
+        d = obj();
+        json_add_string(d, "callId", p->call->id);
+        json_add_string(d, "tool", p->call->name);
+        json_add_string(d, "arguments", p->call->arguments);
+        json_add_int64(d, "timeoutMs", p->decision.timeout_ms);
+        if (p->decision.verdict == POLICY_NEEDS_APPROVAL && p->call->approval_id)
+            json_add_string(d, "approvalId", p->call->approval_id);
+        rc = append(t, "tool_call", key, d, err);
+        free(key);
+        return rc;
+    case PLAN_TOOL_EXECUTE: return do_tool_execute(t, p, err);
+    case PLAN_LIMIT:
+        d = obj();
+        json_add_string(d, "limit", policy_limit_name(p->limit));
+        json_add_int64(d, "used", p->limit_used);
+        json_add_int64(d, "max", p->limit_max);
+        return append(t, "limit_reached", NULL, d, err);
+    case PLAN_FINISH:
+        d = obj();
+        json_add_string(d, "outcome", p->outcome);
+        if (p->reason)
+            json_add_string(d, "reason", p->reason);
+        if (t->s.final_text && strcmp(p->outcome, PLAN_OUTCOME_ERROR) != 0) {
+            cJSON *res = cJSON_AddObjectToObject(d, "result");
+            json_add_string(res, "summary", t->s.final_text);
+        }
+        return append(t, "turn_finished", NULL, d, err);
+    }
+    return 0;
+}
+
+/* ---- the turn ---------------------------------------------------------- */
+
+static int load_prices(struct turn *t, struct tern_err *err)
+{
+    if (!t->cfg->prices_file)
+        return 0;
+    int fd = open(t->cfg->prices_file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return err_set(err, TERN_EINVALID, "%s: %s", t->cfg->prices_file, strerror(errno));
+    struct buf b;
+    buf_init(&b, 1u << 20);
+    char chunk[8192];
+    ssize_t n;
+    int rc = 0;
+    while ((n = read(fd, chunk, sizeof chunk)) > 0)
+        if (buf_append(&b, chunk, (size_t)n)) {
+            rc = err_set(err, TERN_EINVALID, "%s: too large", t->cfg->prices_file);
+            break;
+        }
+    close(fd);
+    if (!rc && (rc = price_table_parse(buf_str(&b), b.len, &t->prices, err)))
+        rc = err_wrap(err, TERN_EINVALID, "%s", t->cfg->prices_file);
+    buf_done(&b);
+    return rc;
+}
+
+static int take_lock(struct turn *t, struct tern_err *err)
+{
+    int64_t deadline = mono_ms() + t->cfg->lock_wait_ms;
+    int64_t w0 = mono_ms();
+    for (;;) {
+        int rc = journal_lock_acquire(t->etcd, t->cfg->uid, t->cfg->owner, t->cfg->lock_ttl_s,
+                                      &t->lock, err);
+        if (rc != TERN_ECONFLICT || mono_ms() >= deadline || stopped(t)) {
+            t->st.lock_wait_ms = mono_ms() - w0;
+            return rc;
+        }
+        sleep_ms(100); /* the holder's lease ends on release or expiry */
+    }
+}
+
+int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_stats *stats,
+             struct tern_err *err)
+{
+    struct turn t = {.cfg = cfg, .stop = stop, .t0 = mono_ms()};
+    char **eps = NULL;
+    size_t neps = 0;
+    int rc;
+
+    replay_state_init(&t.s);
+    runner_spec_policy(&cfg->spec, &t.pc);
+    t.ndefs = policy_tool_defs(&t.pc, t.defs);
+    for (size_t i = 0; i < t.ndefs; i++)
+        t.known[i] = t.defs[i].name;
+    if ((rc = load_prices(&t, err)))
+        goto out;
+    if ((rc = etcd_endpoints_parse(cfg->etcd_endpoints, &eps, &neps, err))) {
+        rc = err_wrap(err, TERN_EINVALID, "TERN_ETCD_ENDPOINTS");
+        goto out;
+    }
+    struct etcd_config ec = {.endpoints = (const char *const *)eps, .nendpoints = neps};
+    if ((rc = etcd_new(&ec, &t.etcd, err)))
+        goto out;
+    if ((rc = take_lock(&t, err)))
+        goto out;
+    if ((rc = journal_open(t.etcd, cfg->uid, NULL, &t.j, err)) ||
+        (rc = journal_create_meta(t.j, cfg->ns, cfg->session, err)) ||
+        (rc = replay_all(&t, err)))
+        goto out;
+
+    /* standalone mode: spec.messages not yet journaled become user_message
+     * events (the operator does this between turns when it runs) */
+    for (int64_t i = t.s.max_message_index + 1; i < (int64_t)cfg->spec.nmessages; i++) {
+        cJSON *d = obj();
+        json_add_string(d, "text", cfg->spec.messages[i]);
+        json_add_int64(d, "index", i);
+        if ((rc = append(&t, "user_message", NULL, d, err)))
+            goto out;
+    }
+
+    struct model_client_config mc = {
+        .base_url = cfg->base_url,
+        .api_key = cfg->api_key,
+        .organization = cfg->org,
+        .project = cfg->project,
+        .timeout_ms = cfg->model_timeout_ms,
+        .retry = {.max_retries = cfg->model_max_retries ? (int)cfg->model_max_retries : -1},
+        .cancel = stop,
+    };
+    t.model = model_client_new(&mc);
+    struct sbx_config sc = {.address = cfg->sandbox_addr, .token = cfg->sandbox_token};
+    t.sbx = sbx_new(&sc);
+
+    for (;;) {
+        if (stopped(&t)) {
+            rc = err_set(err, -ECANCELED, "stopped");
+            goto out;
+        }
+        struct plan p;
+        struct plan_input in = {.uid = cfg->uid, .turn = cfg->turn, .policy = &t.pc,
+                                .now_ms = wall_ms()};
+        plan_next(&t.s, &in, &p);
+        if (p.action == PLAN_DONE) {
+            plan_done(&p);
+            break;
+        }
+        rc = perform(&t, &p, err);
+        plan_done(&p);
+        if (rc)
+            goto out;
+        t.st.steps++;
+    }
+    rc = 0;
+out:
+    if (t.s.outcome)
+        snprintf(t.st.outcome, sizeof t.st.outcome, "%s", t.s.outcome);
+    if (t.lock) {
+        struct tern_err e2 = {0};
+        journal_lock_release(t.lock, &e2);
+    }
+    journal_free(t.j);
+    etcd_free(t.etcd);
+    etcd_endpoints_free(eps);
+    model_client_free(t.model);
+    sbx_free(t.sbx);
+    price_table_done(&t.prices);
+    free(t.system_prompt);
+    free(t.first_user);
+    replay_state_done(&t.s);
+    t.st.total_ms = mono_ms() - t.t0;
+    if (stats)
+        *stats = t.st;
+    return rc;
+}
