@@ -252,3 +252,50 @@ def condition(s, t):
         if c.get("type") == t:
             return c.get("status")
     return None
+
+
+# ---- looking inside: the journal (etcd JSON gateway) and sandboxd ----------
+def _b64(s):
+    import base64
+    return base64.b64encode(s.encode()).decode()
+
+
+def _unb64(s):
+    import base64
+    return base64.b64decode(s).decode()
+
+
+def journal_events(etcd_url, uid):
+    """Every event of a session's journal, decoded, in seq order."""
+    prefix = "/tern/v1/s/%s/ev/" % uid
+    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    body = json.dumps({"key": _b64(prefix), "range_end": _b64(end)}).encode()
+    req = urllib.request.Request(etcd_url + "/v3/kv/range", data=body,
+                                 headers={"Content-Type": "application/json"})
+    out = json.loads(urllib.request.urlopen(req, timeout=10).read())
+    events = []
+    for kv in out.get("kvs", []):
+        key = _unb64(kv["key"])
+        if "/c/" in key[len(prefix):]:
+            continue  # chunks of an oversize event
+        events.append(json.loads(_unb64(kv.get("value", ""))))
+    events.sort(key=lambda e: e["seq"])
+    return events
+
+
+def journal_keys(etcd_url, uid):
+    prefix = "/tern/v1/s/%s/" % uid
+    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    body = json.dumps({"key": _b64(prefix), "range_end": _b64(end), "keys_only": True}).encode()
+    req = urllib.request.Request(etcd_url + "/v3/kv/range", data=body,
+                                 headers={"Content-Type": "application/json"})
+    out = json.loads(urllib.request.urlopen(req, timeout=10).read())
+    return [_unb64(kv["key"]) for kv in out.get("kvs", [])]
+
+
+def sandbox_executions(addr, token):
+    """tern-sandboxd's execution log: {key: record}."""
+    req = urllib.request.Request("http://%s/v1/executions" % addr,
+                                 headers={"Authorization": "Bearer " + token})
+    out = json.loads(urllib.request.urlopen(req, timeout=10).read())
+    return out.get("executions", [])

@@ -1,0 +1,254 @@
+"""End-to-end: tern-operator on tern-dev with etcd, the scripted model server,
+tern-runner Jobs and tern-sandboxd pods (issue 9). Every scenario checks the
+journal in etcd and tern-sandboxd's execution log, not only the status.
+
+Run: /usr/bin/python3 tests/integration/test_e2e_operator.py [name-substring]
+"""
+import base64
+import json
+import os
+import signal
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+sys.path.insert(0, HERE)
+import ternlocal  # noqa: E402
+from ternlocal import phase, condition, wait_for  # noqa: E402
+from terndev import Suite, eq, contains  # noqa: E402
+
+ROOT = ternlocal.ROOT
+SCRIPT = os.path.join(ROOT, "tests", "data", "e2e-script.json")
+
+SESSION = """apiVersion: tern.dev/v1alpha1
+kind: AgentSession
+metadata: {name: %(name)s}
+spec:
+  objective: review and push
+  permissions:
+    tools: [exec_command, read_file, write_file, list_files]
+    requiresApproval: ["exec_command:git push*"]
+  limits: {timeoutSeconds: 300, maxModelTurns: 20, maxToolCalls: 40}
+  model: {name: fake-e2e, baseURL: %(base)s, apiKeySecretRef: {name: model, key: api-key}}
+  sandbox: {idleSuspendSeconds: %(idle)d}
+  approval: {timeoutSeconds: %(approval_timeout)d, onTimeout: %(on_timeout)s}
+"""
+
+
+def manifest(t, name, idle=600, approval_timeout=3600, on_timeout="Deny"):
+    return SESSION % {"name": name, "base": t.base, "idle": idle,
+                      "approval_timeout": approval_timeout, "on_timeout": on_timeout}
+
+
+def events(t, name):
+    uid = t.session(name)["metadata"]["uid"]
+    return ternlocal.journal_events(t.etcd_url, uid)
+
+
+def types(evs):
+    return [e["type"] for e in evs]
+
+
+def token(t, name):
+    sec = t.get_json("secret", name + "-sandbox-token")
+    return base64.b64decode(sec["data"]["token"]).decode()
+
+
+def executions(t, name):
+    s = t.session(name)
+    addr = s["status"]["sandbox"].get("address")
+    return ternlocal.sandbox_executions(addr, token(t, name)) if addr else None
+
+
+def waiting(t, name, timeout=180):
+    return t.wait_session(name, "WaitingForApproval",
+                          lambda s: phase(s) in ("WaitingForApproval", "Failed"), timeout)
+
+
+def completed(t, name, timeout=180):
+    return t.wait_session(name, "Completed",
+                          lambda s: condition(s, "Completed") == "True" or phase(s) == "Failed",
+                          timeout)
+
+
+def assert_exactly_once(evs):
+    """Each model response and each tool call/result appears once per call id."""
+    seen = {}
+    for e in evs:
+        if e["type"] in ("tool_call", "tool_result"):
+            k = (e["type"], e.get("data", {}).get("id") or e.get("key"))
+            seen[k] = seen.get(k, 0) + 1
+    dups = {k: n for k, n in seen.items() if n > 1}
+    if dups:
+        raise AssertionError("journal has repeated steps: %r" % dups)
+    seqs = [e["seq"] for e in evs]
+    eq(seqs, list(range(1, len(seqs) + 1)), "journal seqs without gaps")
+
+
+def scenario_approve(t):
+    t.kubectl("apply", "-f", "-", input=manifest(t, "approve"))
+    s = waiting(t, "approve")
+    eq(phase(s), "WaitingForApproval", "phase")
+    pid = s["status"]["pendingApproval"]["id"]
+    contains(s["status"]["pendingApproval"].get("summary", ""), "git push", "approval summary")
+    t.kubectl("annotate", "agentsession", "approve", "tern.dev/approve=" + pid,
+              "tern.dev/decided-by=alice")
+    s = completed(t, "approve")
+    eq(phase(s), "Succeeded", "phase")
+    contains(s["status"]["result"]["summary"], "pushed", "result")
+    anns = s["metadata"].get("annotations", {})
+    eq("tern.dev/approve" in anns, False, "approve annotation removed")
+    evs = events(t, "approve")
+    assert_exactly_once(evs)
+    dec = [e for e in evs if e["type"] == "approval_decided"]
+    eq(len(dec), 1, "one decision")
+    eq(dec[0]["data"].get("decidedBy"), "alice", "approver recorded")
+    eq(dec[0]["data"].get("decision"), "approved", "decision")
+    eq(types(evs)[-1], "turn_finished", "last event")
+    # the pushed command ran exactly once in the sandbox (if it is up)
+    ex = executions(t, "approve")
+    if ex is not None:
+        pushes = [x for x in ex if x.get("runs", 1) != 1]
+        eq(pushes, [], "every execution ran once")
+
+
+def scenario_deny(t):
+    t.kubectl("apply", "-f", "-", input=manifest(t, "deny"))
+    s = waiting(t, "deny")
+    pid = s["status"]["pendingApproval"]["id"]
+    t.kubectl("annotate", "agentsession", "deny", "tern.dev/deny=" + pid)
+    s = completed(t, "deny")
+    contains(s["status"]["result"]["summary"], "not approved", "result")
+    evs = events(t, "deny")
+    assert_exactly_once(evs)
+    eq([e["data"]["decision"] for e in evs if e["type"] == "approval_decided"], ["denied"],
+       "decision")
+
+
+def scenario_wrong_approval_id(t):
+    t.kubectl("apply", "-f", "-", input=manifest(t, "wrongid"))
+    waiting(t, "wrongid")
+    t.kubectl("annotate", "agentsession", "wrongid", "tern.dev/approve=ap-nope")
+    wait_for("annotation removed", lambda: "tern.dev/approve" not in
+             t.session("wrongid")["metadata"].get("annotations", {}), 60)
+    s = t.session("wrongid")
+    eq(phase(s), "WaitingForApproval", "still waiting")
+    eq([e for e in events(t, "wrongid") if e["type"] == "approval_decided"], [], "no decision")
+    evs = t.kubectl("get", "events", "-o", "json")
+    contains(evs, "ApprovalRejected", "warning event")
+
+
+def scenario_approval_timeout(t):
+    t.kubectl("apply", "-f", "-", input=manifest(t, "timeout", approval_timeout=3,
+                                                 on_timeout="Deny"))
+    s = completed(t, "timeout", timeout=240)
+    evs = events(t, "timeout")
+    dec = [e for e in evs if e["type"] == "approval_decided"]
+    eq(len(dec), 1, "one decision")
+    eq(dec[0]["data"]["decidedBy"], "tern.dev/approval-timeout", "decided by the timer")
+    contains(s["status"]["result"]["summary"], "not approved", "result")
+
+
+def scenario_invalid_manifest(t):
+    bad = manifest(t, "invalid").replace("maxToolCalls: 40", "maxToolCalls: 0")
+    out = t.kubectl("apply", "-f", "-", input=bad, check=False)
+    # the CRD's schema refuses it before the operator sees it
+    r = t.kubectl("get", "agentsession", "invalid", check=False)
+    eq(r.strip() == "" or "NotFound" in r, True, "not stored: %s" % out)
+
+
+def scenario_delete_cleans_up(t):
+    t.kubectl("apply", "-f", "-", input=manifest(t, "gone"))
+    s = waiting(t, "gone")
+    uid = s["metadata"]["uid"]
+    eq(bool(ternlocal.journal_keys(t.etcd_url, uid)), True, "journal exists")
+    t.kubectl("delete", "agentsession", "gone", "--timeout=120s")
+    wait_for("journal deleted", lambda: ternlocal.journal_keys(t.etcd_url, uid) == [], 60)
+    wait_for("children deleted", lambda: t.kubectl(
+        "get", "pods,jobs,pvc,secrets,configmaps", "-l", "tern.dev/session-uid=" + uid,
+        "-o", "name").strip() == "", 120)
+
+
+def scenario_operator_restart(t):
+    t.kubectl("apply", "-f", "-", input=manifest(t, "restart"))
+    # kill the operator as soon as the first turn's Job exists
+    wait_for("turn Job", lambda: t.kubectl("get", "job", "restart-t1", check=False).strip(), 120)
+    t.stop("tern-operator", signal.SIGKILL)
+    t.start_operator()
+    s = waiting(t, "restart")
+    jobs = t.kubectl("get", "jobs", "-o", "name").split()
+    eq(len([j for j in jobs if j.startswith("job.batch/restart-t")]), 1, "one Job per turn")
+    assert_exactly_once(events(t, "restart"))
+
+
+def scenario_suspend_resume(t):
+    t.kubectl("apply", "-f", "-", input=manifest(t, "susp"))
+    waiting(t, "susp")
+    t.kubectl("patch", "agentsession", "susp", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    wait_for("sandbox removed", lambda: t.kubectl("get", "pod", "susp-sandbox", check=False)
+             .strip() == "", 120)
+    eq(bool(t.kubectl("get", "pvc", "susp-workspace", "-o", "name")), True, "workspace kept")
+    t.kubectl("patch", "agentsession", "susp", "--type=merge", "-p", '{"spec":{"suspend":false}}')
+    s = t.session("susp")
+    pid = s["status"]["pendingApproval"]["id"]
+    t.kubectl("annotate", "agentsession", "susp", "tern.dev/approve=" + pid)
+    s = completed(t, "susp")
+    eq(phase(s), "Succeeded", "phase")
+
+
+def scenario_fork(t):
+    t.kubectl("apply", "-f", "-", input=manifest(t, "parent"))
+    s = waiting(t, "parent")
+    pid = s["status"]["pendingApproval"]["id"]
+    t.kubectl("annotate", "agentsession", "parent", "tern.dev/approve=" + pid)
+    completed(t, "parent")
+    t.kubectl("annotate", "agentsession", "parent", "tern.dev/fork=child")
+    child = t.wait_session("child", "forked", lambda s: any(
+        e["type"] == "forked_from" for e in events(t, "child")), 240)
+    pev, cev = events(t, "parent"), events(t, "child")
+    at = child["spec"]["forkFrom"]["atSeq"]
+    eq([e["type"] for e in cev[:at]], [e["type"] for e in pev[:at]], "child journal copy")
+    eq("fork_created" in types(pev), True, "parent records the fork")
+    # the child diverges with a message of its own
+    t.kubectl("patch", "agentsession", "child", "--type=merge", "-p",
+              '{"spec":{"messages":["try the other approach"]}}')
+    s = completed(t, "child", timeout=240)
+    eq(phase(s), "Succeeded", "child phase")
+    eq("forks" in t.session("parent")["status"], True, "parent lists its fork")
+    eq(phase(t.session("parent")), "Succeeded", "parent unaffected")
+
+
+def main():
+    only = sys.argv[1:]
+    suite = Suite()
+    with ternlocal.Local() as t:
+        t.start_etcd()
+        t.start_terndev()
+        t.base = t.start_fakellm(SCRIPT)
+        t.apply_crd()
+        t.kubectl("create", "secret", "generic", "model", "--from-literal=api-key=test")
+        t.start_operator()
+        for name, fn in [
+            ("approve", scenario_approve),
+            ("deny", scenario_deny),
+            ("wrong_approval_id", scenario_wrong_approval_id),
+            ("approval_timeout", scenario_approval_timeout),
+            ("invalid_manifest", scenario_invalid_manifest),
+            ("delete_cleans_up", scenario_delete_cleans_up),
+            ("operator_restart", scenario_operator_restart),
+            ("suspend_resume", scenario_suspend_resume),
+            ("fork", scenario_fork),
+        ]:
+            if only and not any(o in name for o in only):
+                continue
+            suite.run(name, fn, t)
+        if suite.failed:
+            for n in ("tern-operator", "tern-dev"):
+                print("---- %s log (tail)" % n)
+                print(t.logs_of(n)[-4000:])
+    suite.finish()
+
+
+if __name__ == "__main__":
+    main()
