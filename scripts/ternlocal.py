@@ -224,6 +224,14 @@ class Local:
     def get_json(self, *args):
         return json.loads(self.kubectl("get", *args, "-o", "json"))
 
+    def create_secret(self, name, key, value, ns="default"):
+        """A generic Secret, applied as JSON (tern-dev does not take the
+        protobuf bodies `kubectl create secret` sends)."""
+        import base64
+        obj = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns},
+               "type": "Opaque", "data": {key: base64.b64encode(value.encode()).decode()}}
+        return self.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
     def apply_crd(self):
         self.kubectl("apply", "-f", os.path.join(ROOT, "crds"))
         self.kubectl("wait", "--for=condition=established", "--timeout=60s",

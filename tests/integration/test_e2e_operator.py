@@ -227,7 +227,7 @@ def main():
         t.start_terndev()
         t.base = t.start_fakellm(SCRIPT)
         t.apply_crd()
-        t.kubectl("create", "secret", "generic", "model", "--from-literal=api-key=test")
+        t.create_secret("model", "api-key", "test")
         t.start_operator()
         for name, fn in [
             ("approve", scenario_approve),

@@ -40,9 +40,13 @@ static int cmd_turn(void)
 {
     struct runner_config cfg;
     struct tern_err err = {0};
-    if (runner_config_load(real_getenv, NULL, &cfg, &err) != 0) {
-        tlog_error("configuration error", "error", err.msg);
-        return EXIT_CONFIG;
+    int lrc = runner_config_load(real_getenv, NULL, &cfg, &err);
+    if (lrc != 0) {
+        /* a bad configuration fails the Job at once; an API server or
+         * sandbox that is not reachable yet is worth a retry */
+        tlog_error("configuration error", "error", err.msg, "retryable",
+                   lrc == TERN_EINVALID ? "false" : "true");
+        return lrc == TERN_EINVALID ? EXIT_CONFIG : EXIT_RETRY;
     }
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;

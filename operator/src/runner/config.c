@@ -1,6 +1,9 @@
 /* config.c - tern-runner environment and session spec reading. */
 #include "runner/config.h"
 
+#include "kube/kclient.h"
+#include "kube/kubeconfig.h"
+
 #include "base/buf.h"
 #include "base/mem.h"
 #include "base/num.h"
@@ -11,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SPEC_MAX_BYTES (1u << 20)
@@ -267,6 +271,76 @@ static int env_int(const char *(*get)(void *, const char *), void *ctx, const ch
     return 0;
 }
 
+/* Reads the AgentSession TERN_NAMESPACE/TERN_SESSION through the Kubernetes
+ * API (in-cluster config, else KUBECONFIG / ~/.kube/config), checks its uid,
+ * parses its spec and waits (polling, up to wait_ms) until its status names
+ * a ready sandbox address. TERN_EINVALID for a session that is gone or was
+ * re-created (this Job is stale: fail fast); other errors are retryable. */
+static int load_from_api(struct runner_config *c, const char *kubeconfig_path, int64_t wait_ms,
+                         struct tern_err *err)
+{
+    static const struct kgvr sessions = {"tern.dev", "v1alpha1", "agentsessions"};
+    struct kubeconfig *kc = NULL;
+    struct kclient *cl = NULL;
+    cJSON *obj = NULL;
+    int rc;
+    if (kubeconfig_path && *kubeconfig_path)
+        rc = kubeconfig_load_file(kubeconfig_path, NULL, &kc, err);
+    else if ((rc = kubeconfig_in_cluster(NULL, &kc, err)) == -ENOENT)
+        rc = kubeconfig_load_default(NULL, &kc, err);
+    if (rc) {
+        rc = err_wrap(err, TERN_EINVALID, "no Kubernetes configuration");
+        goto out;
+    }
+    cl = kclient_new(kc, NULL);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        struct kclient_err ke = {0};
+        cJSON_Delete(obj);
+        obj = NULL;
+        rc = kclient_get(cl, &sessions, c->ns, c->session, &obj, &ke);
+        if (rc == TERN_ENOTFOUND) {
+            rc = err_set(err, TERN_EINVALID, "AgentSession %s/%s not found", c->ns, c->session);
+            goto out;
+        }
+        if (rc) {
+            rc = err_set(err, rc, "reading AgentSession %s/%s: %s", c->ns, c->session, ke.e.msg);
+            goto out;
+        }
+        const cJSON *uid = json_get(json_get(obj, "metadata"), "uid");
+        if (!cJSON_IsString(uid) || strcmp(uid->valuestring, c->uid) != 0) {
+            rc = err_set(err, TERN_EINVALID, "AgentSession %s/%s has uid %s, not %s (re-created)",
+                         c->ns, c->session, cJSON_IsString(uid) ? uid->valuestring : "?", c->uid);
+            goto out;
+        }
+        const cJSON *sb = json_get(json_get(obj, "status"), "sandbox");
+        const cJSON *addr = json_get(sb, "address");
+        if (cJSON_IsString(addr) && *addr->valuestring && cJSON_IsTrue(json_get(sb, "ready"))) {
+            c->sandbox_addr = xstrdup(addr->valuestring);
+            break;
+        }
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        if (ms >= wait_ms) {
+            rc = err_set(err, TERN_ETIMEOUT, "AgentSession %s/%s: no ready sandbox after %lld ms",
+                         c->ns, c->session, (long long)ms);
+            goto out;
+        }
+        struct timespec pause = {0, 250 * 1000000L}; /* polling a condition, bounded above */
+        nanosleep(&pause, NULL);
+    }
+    rc = runner_spec_parse(obj, &c->spec, err);
+    if (rc)
+        rc = err_wrap(err, TERN_EINVALID, "AgentSession %s/%s", c->ns, c->session);
+out:
+    cJSON_Delete(obj);
+    kclient_free(cl);
+    kubeconfig_free(kc);
+    return rc;
+}
+
 int runner_config_load(const char *(*get)(void *ctx, const char *name), void *ctx,
                        struct runner_config *ret, struct tern_err *err)
 {
@@ -324,10 +398,16 @@ int runner_config_load(const char *(*get)(void *ctx, const char *name), void *ct
         c.sandbox_token[--tl] = 0;
 
     if (!c.spec_file) {
-        /* reading the AgentSession from the Kubernetes API is not built yet */
-        rc = err_set(err, TERN_EINVALID,
-                     "TERN_SESSION_SPEC_FILE: required (the Kubernetes API reader is not built "
-                     "yet; see docs/runner.md)");
+        /* the normal case in a cluster: read the AgentSession */
+        int64_t wait_ms;
+        if ((rc = env_int(get, ctx, "TERN_SANDBOX_WAIT_MS", 0, 3600000, 60000, &wait_ms, err)) ||
+            (rc = load_from_api(&c, get(ctx, "KUBECONFIG"), wait_ms, err)))
+            goto out;
+        if (!c.base_url)
+            c.base_url =
+                xstrdup(c.spec.base_url ? c.spec.base_url : "https://api.openai.com/v1");
+        *ret = c;
+        c = (struct runner_config){0};
         goto out;
     }
     if (!c.sandbox_addr) {
