@@ -697,3 +697,19 @@ TEST(sbexec_landlock_limits_writes)
     free(allowed);
     close(cwd);
 }
+
+TEST_T(sbexec_endless_output_still_times_out, 20)
+{
+    int cwd = open(th_tmpdir(), O_RDONLY | O_DIRECTORY);
+    char *argv[] = {"yes", NULL};
+    struct sbexec_opts o = exec_opts(argv, cwd);
+    o.timeout_ms = 300;
+    struct sbexec_result r;
+    ASSERT_OK(sbexec_run(&o, &r, NULL));
+    ASSERT_EQ_INT(r.status, SBEXEC_TIMEOUT);
+    ASSERT_TRUE(r.truncated);
+    ASSERT_CMP_INT(r.out_total, >, 1000);
+    ASSERT_CMP_INT(r.duration_ms, <, 5000);
+    sbexec_result_done(&r);
+    close(cwd);
+}

@@ -982,8 +982,16 @@ static enum MHD_Result last_call(struct sandboxd *d, struct MHD_Connection *c, s
     }
     if (r->err_status)
         return send_error(d, c, r->err_status, r->err_code, r->err_msg, r, method, url);
-    if (r->kind == K_EXEC)
-        return do_exec(d, c, r, method, url);
+    if (r->kind == K_EXEC) {
+        enum MHD_Result ok = do_exec(d, c, r, method, url);
+        /* free the slot before the queued answer reaches the client, so its
+         * next exec is not refused as busy */
+        if (r->exec_slot) {
+            atomic_fetch_sub(&d->active_execs, 1);
+            r->exec_slot = false;
+        }
+        return ok;
+    }
     if (r->kind == K_RESTORE) {
         struct tern_err err = {0};
         struct restore_stats st;
