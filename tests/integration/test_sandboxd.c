@@ -640,6 +640,13 @@ TEST(repeat_returns_the_record)
     ASSERT_EQ_INT(jint(&r2, "durationMs"), jint(&r, "durationMs"));
     reply_done(&r);
     reply_done(&r2);
+    /* member order and whitespace do not make it another request */
+    ASSERT_EQ_INT(keyed(&s, "POST", "/v1/exec",
+                        "{ \"timeoutMs\": 120000,\n \"cmd\" : \"echo run >> working/count; wc -l < working/count\"}",
+                        "uid-1/call-1", &r),
+                  200);
+    ASSERT_TRUE(jtrue(&r, "replayed"));
+    reply_done(&r);
     /* the same key for another request is refused */
     ASSERT_EQ_INT(keyed(&s, "POST", "/v1/exec", "{\"cmd\":\"true\"}", "uid-1/call-1", &r), 422);
     ASSERT_EQ_STR(ecode(&r), "bad_request");

@@ -736,3 +736,29 @@ TEST_T(sbexec_endless_output_still_times_out, 20)
     sbexec_result_done(&r);
     close(cwd);
 }
+
+TEST(sbapi_canonical_form_ignores_order_and_defaults)
+{
+    const char *a = "{\"cmd\":\"x\",\"env\":{\"B\":\"2\",\"A\":\"1\"}}";
+    const char *b = "{ \"env\": {\"A\":\"1\", \"B\":\"2\"}, \"timeoutMs\": 100, \"cmd\": \"x\" }";
+    const char *c = "{\"cmd\":\"x\",\"env\":{\"A\":\"1\",\"B\":\"3\"}}";
+    struct sbapi_exec ea, eb, ec;
+    ASSERT_OK(sbapi_parse_exec(a, strlen(a), 100, &ea, NULL));
+    ASSERT_OK(sbapi_parse_exec(b, strlen(b), 100, &eb, NULL));
+    ASSERT_OK(sbapi_parse_exec(c, strlen(c), 100, &ec, NULL));
+    struct buf x, y, z;
+    buf_init(&x, 1 << 20);
+    buf_init(&y, 1 << 20);
+    buf_init(&z, 1 << 20);
+    sbapi_exec_canonical(&ea, &x);
+    sbapi_exec_canonical(&eb, &y);
+    sbapi_exec_canonical(&ec, &z);
+    ASSERT_EQ_STR(buf_str(&x), buf_str(&y));
+    ASSERT_TRUE(strcmp(buf_str(&x), buf_str(&z)) != 0);
+    buf_done(&x);
+    buf_done(&y);
+    buf_done(&z);
+    sbapi_exec_done(&ea);
+    sbapi_exec_done(&eb);
+    sbapi_exec_done(&ec);
+}

@@ -148,6 +148,37 @@ out:
     return rc;
 }
 
+static void put_field(struct buf *b, const char *tag, const char *p, size_t n)
+{
+    buf_printf(b, "%s%zu:", tag, n);
+    buf_append(b, p, n);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void sbapi_exec_canonical(const struct sbapi_exec *r, struct buf *out)
+{
+    for (size_t i = 0; r->argv && r->argv[i]; i++)
+        put_field(out, "a", r->argv[i], strlen(r->argv[i]));
+    put_field(out, "c", r->cwd ? r->cwd : "", r->cwd ? strlen(r->cwd) : 0);
+    size_t ne = 0;
+    while (r->env && r->env[ne])
+        ne++;
+    if (ne) {
+        char **sorted = xmemdup(r->env, ne * sizeof *sorted);
+        qsort(sorted, ne, sizeof *sorted, cmp_str);
+        for (size_t i = 0; i < ne; i++)
+            put_field(out, "e", sorted[i], strlen(sorted[i]));
+        free(sorted);
+    }
+    buf_printf(out, "t%lld;", (long long)r->timeout_ms);
+    if (r->stdin_data)
+        put_field(out, "i", r->stdin_data, r->stdin_len);
+}
+
 /* Length of the valid UTF-8 sequence at p (1..4), or 0 if invalid/cut. */
 static size_t utf8_seq(const unsigned char *p, size_t n)
 {
