@@ -32,8 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
     struct buf canon;
     buf_init(&canon, 2 * TERN_SANDBOX_MAX_EXEC_BODY + 4096);
-    sbapi_exec_canonical(&ex, &canon);
-    if (canon.len >= canon.max) /* the documented bound must hold */
+    if (sbapi_exec_canonical(&ex, &canon) != 0) /* the documented bound must hold */
         abort();
     buf_done(&canon);
     sbapi_exec_done(&ex);

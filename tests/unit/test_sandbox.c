@@ -750,9 +750,9 @@ TEST(sbapi_canonical_form_ignores_order_and_defaults)
     buf_init(&x, 1 << 20);
     buf_init(&y, 1 << 20);
     buf_init(&z, 1 << 20);
-    sbapi_exec_canonical(&ea, &x);
-    sbapi_exec_canonical(&eb, &y);
-    sbapi_exec_canonical(&ec, &z);
+    ASSERT_OK(sbapi_exec_canonical(&ea, &x));
+    ASSERT_OK(sbapi_exec_canonical(&eb, &y));
+    ASSERT_OK(sbapi_exec_canonical(&ec, &z));
     ASSERT_EQ_STR(buf_str(&x), buf_str(&y));
     ASSERT_TRUE(strcmp(buf_str(&x), buf_str(&z)) != 0);
     buf_done(&x);

@@ -380,8 +380,9 @@ static enum MHD_Result do_exec(struct sandboxd *d, struct MHD_Connection *c, str
     }
     struct buf canon;
     buf_init(&canon, 2 * TERN_SANDBOX_MAX_EXEC_BODY + 4096);
-    sbapi_exec_canonical(&ex, &canon);
-    rc = idem_start(d, r, "exec", canon.data ? canon.data : "", canon.len, &err);
+    rc = sbapi_exec_canonical(&ex, &canon);
+    if (rc == 0)
+        rc = idem_start(d, r, "exec", canon.data ? canon.data : "", canon.len, &err);
     buf_done(&canon);
     if (rc == 1) {
         ok = send_replay(d, c, r, method, url);

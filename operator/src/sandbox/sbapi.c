@@ -148,10 +148,10 @@ out:
     return rc;
 }
 
-static void put_field(struct buf *b, const char *tag, const char *p, size_t n)
+static int put_field(struct buf *b, const char *tag, const char *p, size_t n)
 {
-    buf_printf(b, "%s%zu:", tag, n);
-    buf_append(b, p, n);
+    int rc = buf_printf(b, "%s%zu:", tag, n);
+    return rc ? rc : buf_append(b, p, n);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -159,24 +159,28 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-void sbapi_exec_canonical(const struct sbapi_exec *r, struct buf *out)
+int sbapi_exec_canonical(const struct sbapi_exec *r, struct buf *out)
 {
-    for (size_t i = 0; r->argv && r->argv[i]; i++)
-        put_field(out, "a", r->argv[i], strlen(r->argv[i]));
-    put_field(out, "c", r->cwd ? r->cwd : "", r->cwd ? strlen(r->cwd) : 0);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && r->argv && r->argv[i]; i++)
+        rc = put_field(out, "a", r->argv[i], strlen(r->argv[i]));
+    if (rc == 0)
+        rc = put_field(out, "c", r->cwd ? r->cwd : "", r->cwd ? strlen(r->cwd) : 0);
     size_t ne = 0;
     while (r->env && r->env[ne])
         ne++;
-    if (ne) {
+    if (ne && rc == 0) {
         char **sorted = xmemdup(r->env, ne * sizeof *sorted);
         qsort(sorted, ne, sizeof *sorted, cmp_str);
-        for (size_t i = 0; i < ne; i++)
-            put_field(out, "e", sorted[i], strlen(sorted[i]));
+        for (size_t i = 0; rc == 0 && i < ne; i++)
+            rc = put_field(out, "e", sorted[i], strlen(sorted[i]));
         free(sorted);
     }
-    buf_printf(out, "t%lld;", (long long)r->timeout_ms);
-    if (r->stdin_data)
-        put_field(out, "i", r->stdin_data, r->stdin_len);
+    if (rc == 0)
+        rc = buf_printf(out, "t%lld;", (long long)r->timeout_ms);
+    if (rc == 0 && r->stdin_data)
+        rc = put_field(out, "i", r->stdin_data, r->stdin_len);
+    return rc;
 }
 
 /* Length of the valid UTF-8 sequence at p (1..4), or 0 if invalid/cut. */
