@@ -676,8 +676,8 @@ TEST(repeat_returns_the_record)
     ASSERT_CONTAINS(r.body, "\"key\":\"uid-1/call-1\"");
     ASSERT_CONTAINS(r.body, "\"runs\":1");
     reply_done(&r);
-    /* records survive a restart */
-    sbd_kill(&s, SIGTERM);
+    /* records are durable before the answer: they survive a kill -9 */
+    sbd_kill(&s, SIGKILL);
     char *ws = s.ws;
     sbd_start(&s, ws, NULL);
     ASSERT_EQ_INT(keyed(&s, "POST", "/v1/exec", body, "uid-1/call-1", &r), 200);
