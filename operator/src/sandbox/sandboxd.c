@@ -58,6 +58,7 @@ struct req {
     int64_t t0;
     /* a response decided before the body was read, sent at the end */
     unsigned err_status;
+    int err_rc;
     const char *err_code;
     char *err_msg;
     uint64_t body_bytes;
@@ -206,6 +207,7 @@ static void defer_rc(struct req *r, int rc, const char *msg)
     if (r->err_status)
         return;
     r->err_status = api_error(rc, &r->err_code);
+    r->err_rc = rc;
     r->err_msg = xstrdup(msg && msg[0] ? msg : err_str(rc));
 }
 
@@ -608,11 +610,8 @@ static enum MHD_Result do_put_end(struct sandboxd *d, struct MHD_Connection *c, 
     if (r->replaying)
         return send_replay(d, c, r, method, url);
     if (r->err_status) {
-        if (r->ticketed) {
-            /* rebuild the rc from the status for recording */
-            int rc = r->err_status == 413 ? TERN_ETOOLARGE : -EIO;
-            return finish_error(d, c, r, "put", rc, r->err_msg, method, url);
-        }
+        if (r->ticketed)
+            return finish_error(d, c, r, "put", r->err_rc, r->err_msg, method, url);
         return send_error(d, c, r->err_status, r->err_code, r->err_msg, r, method, url);
     }
     struct tern_err err = {0};
