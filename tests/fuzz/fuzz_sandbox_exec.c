@@ -30,6 +30,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; ex.env && ex.env[i]; i++)
         if (!strchr(ex.env[i], '=') || ex.env[i][0] == '=')
             abort();
+    struct buf canon;
+    buf_init(&canon, 2 * TERN_SANDBOX_MAX_EXEC_BODY + 4096);
+    if (sbapi_exec_canonical(&ex, &canon) != 0) /* the documented bound must hold */
+        abort();
+    buf_done(&canon);
     sbapi_exec_done(&ex);
     return 0;
 }

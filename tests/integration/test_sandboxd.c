@@ -640,6 +640,13 @@ TEST(repeat_returns_the_record)
     ASSERT_EQ_INT(jint(&r2, "durationMs"), jint(&r, "durationMs"));
     reply_done(&r);
     reply_done(&r2);
+    /* member order and whitespace do not make it another request */
+    ASSERT_EQ_INT(keyed(&s, "POST", "/v1/exec",
+                        "{ \"timeoutMs\": 120000,\n \"cmd\" : \"echo run >> working/count; wc -l < working/count\"}",
+                        "uid-1/call-1", &r),
+                  200);
+    ASSERT_TRUE(jtrue(&r, "replayed"));
+    reply_done(&r);
     /* the same key for another request is refused */
     ASSERT_EQ_INT(keyed(&s, "POST", "/v1/exec", "{\"cmd\":\"true\"}", "uid-1/call-1", &r), 422);
     ASSERT_EQ_STR(ecode(&r), "bad_request");
@@ -669,8 +676,8 @@ TEST(repeat_returns_the_record)
     ASSERT_CONTAINS(r.body, "\"key\":\"uid-1/call-1\"");
     ASSERT_CONTAINS(r.body, "\"runs\":1");
     reply_done(&r);
-    /* records survive a restart */
-    sbd_kill(&s, SIGTERM);
+    /* records are durable before the answer: they survive a kill -9 */
+    sbd_kill(&s, SIGKILL);
     char *ws = s.ws;
     sbd_start(&s, ws, NULL);
     ASSERT_EQ_INT(keyed(&s, "POST", "/v1/exec", body, "uid-1/call-1", &r), 200);
