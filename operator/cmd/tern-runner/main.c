@@ -11,8 +11,10 @@
  */
 #include "base/tlog.h"
 #include "runner/config.h"
+#include "runner/forkcopy.h"
 #include "runner/turn.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -80,6 +82,71 @@ static int cmd_turn(void)
     return code;
 }
 
+/* tern-runner copy --from ADDR --to ADDR: the fork's workspace copy.
+ * Tokens: TERN_FROM_TOKEN_FILE (parent sandbox), TERN_SANDBOX_TOKEN_FILE
+ * (child sandbox). */
+static char *read_token(const char *var, struct tern_err *err)
+{
+    const char *path = getenv(var);
+    if (!path || !*path) {
+        err_set(err, TERN_EINVALID, "%s: required", var);
+        return NULL;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        err_set(err, TERN_EINVALID, "%s: %s: %s", var, path, strerror(errno));
+        return NULL;
+    }
+    char buf[4097];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+        buf[--n] = '\0';
+    return strdup(buf);
+}
+
+static int cmd_copy(int argc, char **argv)
+{
+    const char *from = NULL, *to = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strncmp(argv[i], "--from=", 7) == 0)
+            from = argv[i] + 7;
+        else if (strncmp(argv[i], "--to=", 5) == 0)
+            to = argv[i] + 5;
+        else if (strcmp(argv[i], "--from") == 0 && i + 1 < argc)
+            from = argv[++i];
+        else if (strcmp(argv[i], "--to") == 0 && i + 1 < argc)
+            to = argv[++i];
+    }
+    if (!from || !to) {
+        tlog_error("usage: tern-runner copy --from ADDR --to ADDR");
+        return EXIT_CONFIG;
+    }
+    struct tern_err err = {0};
+    char *ft = read_token("TERN_FROM_TOKEN_FILE", &err);
+    char *tt = ft ? read_token("TERN_SANDBOX_TOKEN_FILE", &err) : NULL;
+    if (!ft || !tt) {
+        tlog_error("configuration error", "error", err.msg);
+        free(ft);
+        free(tt);
+        return EXIT_CONFIG;
+    }
+    struct forkcopy_opts o = {.from_addr = from, .from_token = ft, .to_addr = to, .to_token = tt};
+    uint64_t bytes = 0;
+    int rc = forkcopy_run(&o, &bytes, &err);
+    free(ft);
+    free(tt);
+    if (rc) {
+        tlog_error("copy failed", "from", from, "to", to, "error", err.msg);
+        return EXIT_RETRY;
+    }
+    char b[24];
+    snprintf(b, sizeof b, "%llu", (unsigned long long)bytes);
+    tlog_info("copy done", "from", from, "to", to, "bytes", b);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     enum tlog_level lvl = TLOG_INFO;
@@ -89,10 +156,8 @@ int main(int argc, char **argv)
     tlog_init("tern-runner", lvl);
     if (argc >= 2 && strcmp(argv[1], "turn") == 0)
         return cmd_turn();
-    if (argc >= 2 && strcmp(argv[1], "copy") == 0) {
-        tlog_error("tern-runner copy is not built yet", NULL);
-        return EXIT_CONFIG;
-    }
+    if (argc >= 2 && strcmp(argv[1], "copy") == 0)
+        return cmd_copy(argc - 2, argv + 2);
     fprintf(stderr, "usage: tern-runner turn | copy --from ADDR --to ADDR\n");
     return EXIT_CONFIG;
 }

@@ -273,11 +273,11 @@ cJSON *children_sandbox_pod(const struct session_spec *s, const struct children_
     cJSON *port = push_obj(arr(ctr, "ports"));
     str(port, "name", "sandboxd");
     cJSON_AddNumberToObject(port, "containerPort", SANDBOX_PORT);
+    /* every sandboxd endpoint needs the token, probes included: probe the
+     * port (a kubelet's httpGet cannot carry the Secret's token) */
     cJSON *probe = sub(ctr, "readinessProbe");
-    cJSON *get = sub(probe, "httpGet");
-    str(get, "path", "/readyz");
-    cJSON_AddNumberToObject(get, "port", SANDBOX_PORT);
-    cJSON_AddNumberToObject(probe, "periodSeconds", 2);
+    cJSON_AddNumberToObject(sub(probe, "tcpSocket"), "port", SANDBOX_PORT);
+    cJSON_AddNumberToObject(probe, "periodSeconds", 1);
     cJSON *res = sub(ctr, "resources");
     cJSON *lim = sub(res, "limits");
     str(lim, "cpu", s->limits.cpu.text);
