@@ -1,0 +1,128 @@
+"""kubectl-tern against tern-dev, through the real kubectl's plugin mechanism
+(kubectl finds kubectl-tern on PATH): approve/deny/say/fork/suspend/resume
+change exactly the annotations and spec fields the operator reads; get shows
+the status; logs prints the journal from etcd. No operator runs here, so
+every effect is checked on the stored object."""
+import base64
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+sys.path.insert(0, HERE)
+import ternlocal  # noqa: E402
+from terndev import Suite, eq, contains  # noqa: E402
+
+SESSION = """apiVersion: tern.dev/v1alpha1
+kind: AgentSession
+metadata: {name: s1}
+spec:
+  objective: test the plugin
+"""
+
+
+def tern(t, *args, check=True):
+    env = dict(os.environ, HOME=t.home, KUBECONFIG=t.kubeconfig,
+               PATH=ternlocal.BIN + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+    r = subprocess.run([ternlocal.KUBECTL, "tern", *args], capture_output=True, text=True,
+                       env=env, timeout=60)
+    if check and r.returncode != 0:
+        raise AssertionError("kubectl tern %s: %d %s" % (" ".join(args), r.returncode, r.stderr))
+    return r
+
+
+def set_status(t, status):
+    s = t.session("s1")
+    s["status"] = status
+    t.kubectl("replace", "--subresource=status", "-f", "-", input=json.dumps(s))
+
+
+def main():
+    suite = Suite()
+    with ternlocal.Local() as t:
+        t.start_etcd()
+        t.start_terndev()
+        t.apply_crd()
+        t.kubectl("apply", "-f", "-", input=SESSION)
+        set_status(t, {"phase": "WaitingForApproval",
+                       "pendingApproval": {"id": "ap-1", "tool": "exec_command",
+                                           "summary": "git push origin fix"}})
+
+        def approve_defaults_to_pending():
+            r = tern(t, "approve", "s1", "--as-user", "alice")
+            contains(r.stdout, "approved ap-1", "output")
+            a = t.session("s1")["metadata"]["annotations"]
+            eq(a.get("tern.dev/approve"), "ap-1", "approve annotation")
+            eq(a.get("tern.dev/decided-by"), "alice", "decided-by")
+
+        def deny_with_reason():
+            r = tern(t, "deny", "s1", "ap-1", "--reason", "not today")
+            contains(r.stdout, "denied ap-1", "output")
+            a = t.session("s1")["metadata"]["annotations"]
+            eq(a.get("tern.dev/deny"), "ap-1", "deny annotation")
+            eq(a.get("tern.dev/reason"), "not today", "reason")
+
+        def say_appends():
+            tern(t, "say", "s1", "first")
+            tern(t, "say", "s1", "second")
+            eq(t.session("s1")["spec"]["messages"], ["first", "second"], "messages")
+
+        def fork_annotates():
+            tern(t, "fork", "s1", "s1-alt")
+            eq(t.session("s1")["metadata"]["annotations"].get("tern.dev/fork"), "s1-alt", "fork")
+
+        def suspend_resume():
+            tern(t, "suspend", "s1")
+            eq(t.session("s1")["spec"]["suspend"], True, "suspended")
+            tern(t, "resume", "s1")
+            eq(t.session("s1")["spec"]["suspend"], False, "resumed")
+
+        def get_shows_status():
+            r = tern(t, "get", "s1")
+            contains(r.stdout, "WaitingForApproval", "phase")
+            contains(r.stdout, "git push origin fix", "approval")
+
+        def errors_are_clear():
+            r = tern(t, "approve", "nope", check=False)
+            eq(r.returncode, 1, "exit code")
+            contains(r.stderr, "agentsession nope not found", "message")
+            r = tern(t, "frobnicate", "s1", check=False)
+            contains(r.stderr, "unknown command", "message")
+            r = tern(t, "logs", "s1", check=False)
+            contains(r.stderr, "--etcd-endpoints", "logs without etcd")
+
+        def logs_prints_the_journal():
+            uid = t.session("s1")["metadata"]["uid"]
+            evs = [{"v": 1, "seq": 1, "type": "user_message", "time": "2026-11-30T00:00:00.000000000Z",
+                    "turn": 0, "data": {"text": "test the plugin"}},
+                   {"v": 1, "seq": 2, "type": "approval_requested",
+                    "time": "2026-11-30T00:00:01.000000000Z", "turn": 1,
+                    "data": {"id": "ap-1", "tool": "exec_command", "summary": "git push origin fix"}}]
+            import urllib.request
+            for e in evs:
+                key = "/tern/v1/s/%s/ev/%016x" % (uid, e["seq"])
+                body = json.dumps({"key": base64.b64encode(key.encode()).decode(),
+                                   "value": base64.b64encode(json.dumps(e).encode()).decode()})
+                urllib.request.urlopen(urllib.request.Request(
+                    t.etcd_url + "/v3/kv/put", data=body.encode(),
+                    headers={"Content-Type": "application/json"}), timeout=10).read()
+            r = tern(t, "logs", "s1", "--etcd-endpoints", t.etcd_url)
+            contains(r.stdout, "user: test the plugin", "first event")
+            contains(r.stdout, "approval requested ap-1: git push origin fix", "second event")
+
+        for name, fn in [("approve_defaults_to_pending", approve_defaults_to_pending),
+                         ("deny_with_reason", deny_with_reason),
+                         ("say_appends", say_appends),
+                         ("fork_annotates", fork_annotates),
+                         ("suspend_resume", suspend_resume),
+                         ("get_shows_status", get_shows_status),
+                         ("errors_are_clear", errors_are_clear),
+                         ("logs_prints_the_journal", logs_prints_the_journal)]:
+            suite.run(name, fn)
+    suite.finish()
+
+
+if __name__ == "__main__":
+    main()
