@@ -7,7 +7,7 @@ Used by `make demo` (scripts/demo) and by the end-to-end suites
 
     with Local(workdir) as t:
         t.start_all(script="examples/demo-script.json")
-        t.kubectl("apply", "-f", "crds/")
+        t.kubectl("apply", "-f", "crds/agentsessions.tern.dev.yaml")
         ...
 
 Every process is started with its output in workdir/logs/ and stopped by pid
@@ -233,7 +233,7 @@ class Local:
         return self.kubectl("apply", "-f", "-", input=json.dumps(obj))
 
     def apply_crd(self):
-        self.kubectl("apply", "-f", os.path.join(ROOT, "crds"))
+        self.kubectl("apply", "-f", os.path.join(ROOT, "crds", "agentsessions.tern.dev.yaml"))
         self.kubectl("wait", "--for=condition=established", "--timeout=60s",
                      "crd/agentsessions.tern.dev")
 

@@ -1,5 +1,8 @@
 {{- define "tern.name" -}}tern{{- end -}}
-{{- define "tern.fullname" -}}{{ printf "%s-tern" .Release.Name | trunc 52 | trimSuffix "-" }}{{- end -}}
+{{- define "tern.fullname" -}}
+{{- if contains "tern" .Release.Name -}}{{ .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else -}}{{ printf "%s-tern" .Release.Name | trunc 52 | trimSuffix "-" }}{{- end -}}
+{{- end -}}
 {{- define "tern.labels" -}}
 app.kubernetes.io/name: tern
 app.kubernetes.io/instance: {{ .Release.Name }}

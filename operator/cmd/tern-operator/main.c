@@ -30,7 +30,7 @@
 struct opts {
     const char *kubeconfig, *etcd_endpoints, *namespace, *metrics_addr, *health_addr;
     const char *runner_image, *sandbox_image, *log_level, *runner_sa, *lease_ns, *id;
-    const char *storage_class, *runtime_class, *pull_policy;
+    const char *storage_class, *runtime_class, *pull_policy, *model_secret, *model_key;
     bool leader_elect;
     int64_t workers;
 };
@@ -54,6 +54,9 @@ static const struct flag {
     F("storage-class", "TERN_SANDBOX_STORAGE_CLASS", 0, storage_class, "default workspace storage class"),
     F("runtime-class", "TERN_SANDBOX_RUNTIME_CLASS", 0, runtime_class, "default sandbox runtimeClassName"),
     F("image-pull-policy", "TERN_IMAGE_PULL_POLICY", 0, pull_policy, "imagePullPolicy of children"),
+    F("model-secret-name", "TERN_MODEL_SECRET_NAME", 0, model_secret,
+      "Secret with the model API key for sessions that name none"),
+    F("model-secret-key", "TERN_MODEL_SECRET_KEY", 0, model_key, "key in that Secret"),
     F("lease-namespace", "TERN_POD_NAMESPACE", 0, lease_ns, "namespace of the leader Lease"),
     F("id", "TERN_POD_NAME", 0, id, "this replica's identity"),
     F("log-level", "TERN_LOG_LEVEL", 0, log_level, "debug|info|warn|error"),
@@ -282,6 +285,8 @@ int main(int argc, char **argv)
                 .storage_class = o.storage_class && *o.storage_class ? o.storage_class : NULL,
                 .runtime_class = o.runtime_class && *o.runtime_class ? o.runtime_class : NULL,
                 .image_pull_policy = o.pull_policy && *o.pull_policy ? o.pull_policy : NULL,
+                .model_secret = o.model_secret && *o.model_secret ? o.model_secret : NULL,
+                .model_secret_key = o.model_key && *o.model_key ? o.model_key : "api-key",
                 .turn_backoff_limit = 4,
                 .job_ttl_seconds = 3600,
             },

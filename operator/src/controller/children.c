@@ -420,13 +420,15 @@ cJSON *children_turn_job(const struct session_spec *s, const struct children_con
     env(e, "TERN_ETCD_ENDPOINTS", c->etcd_endpoints);
     env(e, "TERN_SANDBOX_TOKEN_FILE", SANDBOX_TOKEN_FILE);
     env(e, "OPENAI_BASE_URL", s->model.base_url);
-    if (s->model.api_key_secret) {
+    const char *secret = s->model.api_key_secret ? s->model.api_key_secret : c->model_secret;
+    const char *key = s->model.api_key_secret ? s->model.api_key_key : c->model_secret_key;
+    if (secret) {
         /* the model key reaches the runner pod only, by reference */
         cJSON *k = push_obj(e);
         str(k, "name", "OPENAI_API_KEY");
         cJSON *ref = sub(sub(k, "valueFrom"), "secretKeyRef");
-        str(ref, "name", s->model.api_key_secret);
-        str(ref, "key", s->model.api_key_key);
+        str(ref, "name", secret);
+        str(ref, "key", key ? key : "api-key");
     }
     return o;
 }

@@ -35,6 +35,8 @@ struct children_config {
     const char *runtime_class;        /* default, or NULL */
     const char *storage_class;        /* default, or NULL */
     const char *image_pull_policy;    /* NULL = cluster default */
+    const char *model_secret;         /* default API-key Secret, or NULL */
+    const char *model_secret_key;
     int64_t turn_backoff_limit;       /* Job backoffLimit (retryable failures) */
     int64_t job_ttl_seconds;          /* ttlSecondsAfterFinished */
 };
