@@ -150,6 +150,26 @@ def scenario_approval_timeout(t):
     contains(s["status"]["result"]["summary"], "not approved", "result")
 
 
+def scenario_reapply_starts_no_new_work(t):
+    m = manifest(t, "gitops")
+    t.kubectl("apply", "-f", "-", input=m)
+    s = waiting(t, "gitops")
+    pid = s["status"]["pendingApproval"]["id"]
+    t.kubectl("annotate", "agentsession", "gitops", "tern.dev/approve=" + pid)
+    completed(t, "gitops")
+    before = events(t, "gitops")
+    jobs_before = t.kubectl("get", "jobs", "-o", "name")
+    t.kubectl("apply", "-f", "-", input=m)  # the GitOps sync loop, again
+    # a barrier: once the operator has removed this (refused) annotation it
+    # has reconciled the re-applied object
+    t.kubectl("annotate", "agentsession", "gitops", "tern.dev/approve=barrier")
+    wait_for("barrier handled", lambda: "tern.dev/approve" not in
+             t.session("gitops")["metadata"].get("annotations", {}), 60)
+    eq(len(events(t, "gitops")), len(before), "no new journal events")
+    eq(t.kubectl("get", "jobs", "-o", "name"), jobs_before, "no new Job")
+    eq(phase(t.session("gitops")), "Succeeded", "still done")
+
+
 def scenario_invalid_manifest(t):
     bad = manifest(t, "invalid").replace("maxToolCalls: 40", "maxToolCalls: 0")
     out = t.kubectl("apply", "-f", "-", input=bad, check=False)
@@ -235,6 +255,7 @@ def main():
             ("wrong_approval_id", scenario_wrong_approval_id),
             ("approval_timeout", scenario_approval_timeout),
             ("invalid_manifest", scenario_invalid_manifest),
+            ("reapply_starts_no_new_work", scenario_reapply_starts_no_new_work),
             ("delete_cleans_up", scenario_delete_cleans_up),
             ("operator_restart", scenario_operator_restart),
             ("suspend_resume", scenario_suspend_resume),

@@ -1,0 +1,48 @@
+-- Argo CD health check for tern.dev/AgentSession.
+-- Install: argocd-cm, key "resource.customizations.health.tern.dev_AgentSession"
+-- (see docs/gitops.md). Reads only status written by tern-operator.
+hs = {}
+local st = obj.status
+if st == nil or st.conditions == nil then
+  hs.status = "Progressing"
+  hs.message = "waiting for tern-operator to pick the session up"
+  return hs
+end
+if obj.metadata ~= nil and obj.metadata.generation ~= nil and
+   (st.observedGeneration == nil or st.observedGeneration < obj.metadata.generation) then
+  hs.status = "Progressing"
+  hs.message = "tern-operator has not yet seen the latest spec"
+  return hs
+end
+local cond = {}
+for _, c in ipairs(st.conditions) do
+  cond[c.type] = c
+end
+local function is_true(t)
+  return cond[t] ~= nil and cond[t].status == "True"
+end
+if is_true("Failed") then
+  hs.status = "Degraded"
+  hs.message = (cond["Failed"].message ~= nil and cond["Failed"].message ~= "") and
+    cond["Failed"].message or ("failed: " .. (cond["Failed"].reason or "unknown"))
+  return hs
+end
+if is_true("ApprovalPending") then
+  hs.status = "Suspended"
+  local p = st.pendingApproval or {}
+  hs.message = "waiting for approval " .. (p.id or "?") .. ": " .. (p.summary or "")
+  return hs
+end
+if st.phase == "Suspended" then
+  hs.status = "Suspended"
+  hs.message = "suspended (spec.suspend)"
+  return hs
+end
+if is_true("Completed") then
+  hs.status = "Healthy"
+  hs.message = (st.result ~= nil and st.result.summary ~= nil) and st.result.summary or "completed"
+  return hs
+end
+hs.status = "Progressing"
+hs.message = "phase " .. (st.phase or "Pending")
+return hs

@@ -1,0 +1,87 @@
+"""deploy/gitops/argocd-health.lua, the Argo CD health check, run by a real
+Lua 5.4 on AgentSession objects in each state the operator writes (the `obj`
+global and the returned `hs` table are what Argo CD provides and reads)."""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+from terndev import Suite, eq, contains  # noqa: E402
+
+SCRIPT = os.path.join(ROOT, "deploy", "gitops", "argocd-health.lua")
+
+
+def lua(v):
+    if v is None:
+        return "nil"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # JSON string escapes are valid Lua escapes for this data
+    if isinstance(v, list):
+        return "{" + ",".join(lua(x) for x in v) + "}"
+    return "{" + ",".join("[%s]=%s" % (json.dumps(k), lua(x)) for k, x in v.items()) + "}"
+
+
+def health(obj):
+    prog = ("obj = %s\nlocal f = assert(loadfile(%s))\nlocal hs = f()\n"
+            "io.write(hs.status, '\\n', hs.message or '')\n") % (lua(obj), json.dumps(SCRIPT))
+    r = subprocess.run(["lua5.4", "-"], input=prog, capture_output=True, text=True, timeout=20)
+    if r.returncode != 0:
+        raise AssertionError("lua: " + r.stderr)
+    status, _, message = r.stdout.partition("\n")
+    return status, message
+
+
+def session(gen=2, **status):
+    return {"metadata": {"name": "s", "generation": gen}, "status": status or None}
+
+
+def cond(t, s, reason="R", message=""):
+    return {"type": t, "status": s, "reason": reason, "message": message}
+
+
+def main():
+    suite = Suite()
+    cases = [
+        ("no_status_is_progressing", {"metadata": {"generation": 1}}, "Progressing", "waiting"),
+        ("old_generation_is_progressing",
+         session(gen=3, observedGeneration=2, phase="Succeeded",
+                 conditions=[cond("Completed", "True")]), "Progressing", "latest spec"),
+        ("completed_is_healthy",
+         session(observedGeneration=2, phase="Succeeded", result={"summary": "all done"},
+                 conditions=[cond("Completed", "True"), cond("Failed", "False")]),
+         "Healthy", "all done"),
+        ("failed_is_degraded",
+         session(observedGeneration=2, phase="Failed",
+                 conditions=[cond("Failed", "True", "LimitReached", "maxToolCalls reached")]),
+         "Degraded", "maxToolCalls reached"),
+        ("approval_is_suspended",
+         session(observedGeneration=2, phase="WaitingForApproval",
+                 pendingApproval={"id": "ap-1", "summary": "git push origin fix"},
+                 conditions=[cond("ApprovalPending", "True")]),
+         "Suspended", "ap-1: git push origin fix"),
+        ("suspend_is_suspended",
+         session(observedGeneration=2, phase="Suspended", conditions=[cond("Failed", "False")]),
+         "Suspended", "spec.suspend"),
+        ("running_is_progressing",
+         session(observedGeneration=2, phase="Running",
+                 conditions=[cond("TurnRunning", "True"), cond("Completed", "False")]),
+         "Progressing", "Running"),
+    ]
+    for name, obj, want, msg in cases:
+        def check(obj=obj, want=want, msg=msg):
+            status, message = health(obj)
+            eq(status, want, "health status")
+            contains(message, msg, "health message")
+        suite.run(name, check)
+    suite.finish()
+
+
+if __name__ == "__main__":
+    main()
