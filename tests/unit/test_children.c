@@ -121,11 +121,14 @@ TEST(sandbox_pod_is_hardened_and_owned)
     ASSERT_EQ_STR(s_at(c, "resources.limits.memory"), "512Mi");
     ASSERT_EQ_INT(i_at(c, "ports[0].containerPort"), SANDBOX_PORT);
     char *args = json_print(at(c, "args"));
-    ASSERT_CONTAINS(args, "--token-file=" SANDBOX_TOKEN_FILE);
-    ASSERT_CONTAINS(args, "--writable=working/**,output/**");
+    ASSERT_CONTAINS(args, "\"--token-file\",\"" SANDBOX_TOKEN_FILE "\"");
+    ASSERT_CONTAINS(args, "\"--writable\",\"working/**,output/**\"");
+    ASSERT_CONTAINS(args, "\"--listen\",\"$(TERN_POD_IP):8080\"");
     free(args);
-    /* no credentials in the sandbox: no env at all, no secret but its token */
-    ASSERT_NULL(at(c, "env"));
+    /* no credentials in the sandbox: only its own address in the env, no
+     * secret but its token */
+    ASSERT_EQ_INT(cJSON_GetArraySize(at(c, "env")), 1);
+    ASSERT_EQ_STR(s_at(c, "env[0].valueFrom.fieldRef.fieldPath"), "status.podIP");
     char *all = json_print(pod);
     ASSERT_FALSE(strstr(all, "openai") != NULL);
     ASSERT_FALSE(strstr(all, "OPENAI") != NULL);

@@ -257,17 +257,26 @@ cJSON *children_sandbox_pod(const struct session_spec *s, const struct children_
         str(ctr, "imagePullPolicy", c->image_pull_policy);
     cJSON *cmd = arr(ctr, "command");
     push_str(cmd, "tern-sandboxd");
+    /* listen on the pod's own address: on a cluster that is the pod's
+     * network namespace; on tern-dev pods share the host's loopback, each
+     * with its own 127.x.y.z */
+    cJSON *penv = push_obj(arr(ctr, "env"));
+    str(penv, "name", "TERN_POD_IP");
+    str(sub(sub(penv, "valueFrom"), "fieldRef"), "fieldPath", "status.podIP");
     cJSON *args = arr(ctr, "args");
-    char *listen = xasprintf("--listen=0.0.0.0:%d", SANDBOX_PORT);
+    char *listen = xasprintf("$(TERN_POD_IP):%d", SANDBOX_PORT);
+    push_str(args, "--listen");
     push_str(args, listen);
     free(listen);
-    push_str(args, "--token-file=" SANDBOX_TOKEN_FILE);
-    push_str(args, "--workspace=" SANDBOX_WORKSPACE);
+    push_str(args, "--token-file");
+    push_str(args, SANDBOX_TOKEN_FILE);
+    push_str(args, "--workspace");
+    push_str(args, SANDBOX_WORKSPACE);
     struct buf w;
     buf_init(&w, 64u << 10);
-    buf_puts(&w, "--writable=");
     for (size_t i = 0; i < s->permissions.nwritable; i++)
         buf_printf(&w, "%s%s", i ? "," : "", s->permissions.writable[i]);
+    push_str(args, "--writable");
     push_str(args, buf_str(&w));
     buf_done(&w);
     cJSON *port = push_obj(arr(ctr, "ports"));
