@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The demo scenario on a real Kubernetes cluster: kind + Helm + Docker.
+# It cannot run on Tern's development machines (no Docker engine there); run
+# it where `docker`, `kind`, `helm` and `kubectl` work:
+#   tests/e2e/kind.sh            # creates cluster "tern-e2e", deletes it at the end
+#   KEEP=1 tests/e2e/kind.sh     # keeps the cluster for poking around
+# Steps: build the tern and sandbox images, load them into kind, helm install
+# charts/tern, run the scripted model server in the cluster, apply the demo
+# session, approve its `git push`, wait for Completed, collect logs.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+CLUSTER=${CLUSTER:-tern-e2e}
+NS=tern-system
+TAG=e2e
+logs=$(mktemp -d /tmp/tern-kind-XXXXXX)
+for tool in docker kind helm kubectl; do
+    command -v "$tool" >/dev/null || { echo "kind.sh needs $tool on PATH" >&2; exit 2; }
+done
+cleanup() {
+    echo "== collecting logs into $logs"
+    kubectl -n "$NS" logs deploy/tern-operator --all-containers >"$logs/operator.log" 2>&1 || true
+    kubectl get agentsessions -A -o yaml >"$logs/sessions.yaml" 2>&1 || true
+    kubectl get events -A >"$logs/events.txt" 2>&1 || true
+    kubectl logs -l tern.dev/role=runner --all-containers --prefix >"$logs/runners.log" 2>&1 || true
+    [ "${KEEP:-0}" = 1 ] || kind delete cluster --name "$CLUSTER"
+}
+trap cleanup EXIT
+
+echo "== building images"
+docker build -t ghcr.io/tern-dev/tern:$TAG .
+docker build -f sandbox-images/python/Dockerfile -t ghcr.io/tern-dev/tern-sandbox-python:$TAG .
+
+echo "== kind cluster $CLUSTER"
+kind create cluster --name "$CLUSTER" --wait 120s
+kind load docker-image --name "$CLUSTER" ghcr.io/tern-dev/tern:$TAG \
+    ghcr.io/tern-dev/tern-sandbox-python:$TAG
+
+echo "== helm install"
+kubectl create namespace "$NS"
+helm install tern charts/tern -n "$NS" --wait --timeout 5m \
+    --set image.tag=$TAG --set image.pullPolicy=Never \
+    --set sandbox.image=ghcr.io/tern-dev/tern-sandbox-python:$TAG \
+    --set approvals.approverGroup=system:masters
+
+echo "== the scripted model server"
+kubectl create configmap demo-script --from-file=script.json=examples/demo-script.json
+kubectl apply -f - <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: fake-model}
+spec:
+  selector: {matchLabels: {app: fake-model}}
+  template:
+    metadata: {labels: {app: fake-model}}
+    spec:
+      containers:
+      - name: model
+        image: ghcr.io/tern-dev/tern:$TAG
+        imagePullPolicy: Never
+        command: [tern-fakellm, --script, /script/script.json, --listen, "0.0.0.0:8000"]
+        volumeMounts: [{name: script, mountPath: /script}]
+      volumes: [{name: script, configMap: {name: demo-script}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: fake-model}
+spec: {selector: {app: fake-model}, ports: [{port: 8000}]}
+YAML
+kubectl rollout status deploy/fake-model --timeout=120s
+kubectl create secret generic demo-model --from-literal=api-key=not-a-real-key
+kubectl create serviceaccount tern-runner
+kubectl create rolebinding tern-runner --clusterrole=view --serviceaccount=default:tern-runner
+kubectl create clusterrole tern-session-reader --verb=get --resource=agentsessions.tern.dev
+kubectl create rolebinding tern-runner-sessions --clusterrole=tern-session-reader \
+    --serviceaccount=default:tern-runner
+
+echo "== the demo session"
+sed "s#http://127.0.0.1:0/v1#http://fake-model.default.svc:8000/v1#" examples/demo.yaml | kubectl apply -f -
+kubectl wait --for=jsonpath='{.status.phase}'=WaitingForApproval agentsession/demo --timeout=300s
+id=$(kubectl get agentsession demo -o jsonpath='{.status.pendingApproval.id}')
+kubectl annotate agentsession demo "tern.dev/approve=$id" \
+    "tern.dev/decided-by=$(kubectl auth whoami -o jsonpath='{.status.userInfo.username}')"
+kubectl wait --for=condition=Completed agentsession/demo --timeout=300s
+kubectl get agentsessions
+kubectl get agentsession demo -o jsonpath='{.status.result.summary}{"\n"}'
+echo "== kind e2e passed"
