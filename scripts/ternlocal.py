@@ -192,12 +192,16 @@ class Local:
         self.procs[name] = p
         return p
 
+    def apply_runner_rbac(self, ns="default"):
+        self.kubectl("apply", "-n", ns, "-f", os.path.join(ROOT, "examples", "runner-rbac.yaml"))
+
     def start_all(self, script=None):
         self.start_etcd()
         self.start_terndev()
         if script:
             self.start_fakellm(script)
         self.apply_crd()
+        self.apply_runner_rbac()
         self.start_operator()
 
     def stop(self, name, sig=signal.SIGTERM):

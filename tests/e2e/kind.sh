@@ -68,11 +68,7 @@ spec: {selector: {app: fake-model}, ports: [{port: 8000}]}
 YAML
 kubectl rollout status deploy/fake-model --timeout=120s
 kubectl create secret generic demo-model --from-literal=api-key=not-a-real-key
-kubectl create serviceaccount tern-runner
-kubectl create rolebinding tern-runner --clusterrole=view --serviceaccount=default:tern-runner
-kubectl create clusterrole tern-session-reader --verb=get --resource=agentsessions.tern.dev
-kubectl create rolebinding tern-runner-sessions --clusterrole=tern-session-reader \
-    --serviceaccount=default:tern-runner
+kubectl apply -f examples/runner-rbac.yaml
 
 echo "== the demo session"
 sed "s#http://127.0.0.1:0/v1#http://fake-model.default.svc:8000/v1#" examples/demo.yaml | kubectl apply -f -

@@ -248,6 +248,7 @@ def main():
         t.base = t.start_fakellm(SCRIPT)
         t.apply_crd()
         t.create_secret("model", "api-key", "test")
+        t.apply_runner_rbac()
         t.start_operator()
         for name, fn in [
             ("approve", scenario_approve),
