@@ -12,6 +12,7 @@
 #include "json/json.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,8 @@ int journal_event_decode(const char *value, size_t len, struct journal_event *re
     struct journal_event ev = {0};
     cJSON *o = NULL;
     int r = 0;
+    if (ret_chunks)
+        *ret_chunks = NULL;
     if (len > TERN_JOURNAL_MAX_EVENT + 4096)
         return err_set(err, TERN_ETOOLARGE, "event: %zu bytes exceeds the bound", len);
     r = json_parse(value, len, &o, err);
@@ -1196,37 +1199,90 @@ static int decode_kv(struct etcd *c, const char *prefix, const struct etcd_kv *k
 /* Per-event visitor used by replay, tail and copy: gets the raw kv too. */
 typedef int (*visit_fn)(void *ctx, const struct journal_event *ev, const struct etcd_kv *kv);
 
+/* One page fetch [from, stop), run inline or on a prefetch thread. */
+struct page_fetch {
+    struct etcd *c;
+    const char *prefix;
+    uint64_t from, stop;
+    size_t page;
+    struct etcd_range_resp rr;
+    int r;
+    struct tern_err err;
+    pthread_t th;
+    bool running;
+};
+
+static void *page_fetch_main(void *arg)
+{
+    struct page_fetch *f = arg;
+    char *start = ev_key(f->prefix, f->from), *end = ev_key(f->prefix, f->stop);
+    f->r = etcd_range(f->c, &(struct etcd_range_req){.keys = {.key = start, .range_end = end},
+                                                     .limit = (int64_t)f->page},
+                      &f->rr, &f->err);
+    free(start);
+    free(end);
+    return NULL;
+}
+
+static void page_fetch_start(struct page_fetch *f, struct etcd *c, const char *prefix,
+                             uint64_t from, uint64_t upto, size_t page, bool async)
+{
+    memset(f, 0, sizeof *f);
+    f->c = c;
+    f->prefix = prefix;
+    f->from = from;
+    f->stop = from + page;
+    if (upto && f->stop > upto + 1)
+        f->stop = upto + 1;
+    f->page = page;
+    f->running = async && pthread_create(&f->th, NULL, page_fetch_main, f) == 0;
+    if (!f->running)
+        page_fetch_main(f);
+}
+
+static void page_fetch_wait(struct page_fetch *f)
+{
+    if (f->running)
+        pthread_join(f->th, NULL);
+    f->running = false;
+}
+
 /* Reads events from seq `from` (inclusive) up to `upto` (0 = end) in pages,
  * calling visit for each. *ret_rev: header revision of the last page read.
- * *ret_next: the seq after the last visited event. */
+ * *ret_next: the seq after the last visited event.
+ *
+ * Pages are key ranges [ev/n, ev/n+page): seq keys are fixed width, so a
+ * page holds at most `page` events, and etcd never walks (and counts) the
+ * rest of the journal for each page, as it does for a limit-only range. A
+ * short page is the end. While one page is decoded, the next one (if the
+ * current page was full) is already being fetched on a helper thread, so
+ * etcd's work and ours overlap. */
 static int scan(struct etcd *c, const char *prefix, size_t page, uint64_t from, uint64_t upto,
                 visit_fn visit, void *ctx, int64_t *ret_rev, uint64_t *ret_next,
                 struct tern_err *err)
 {
-    /* Pages are key ranges [ev/next, ev/next+page): seq keys are fixed
-     * width, so a page holds at most `page` events, and etcd never walks
-     * (and counts) the rest of the journal for each page, as it does for a
-     * limit-only range. A short page is the end. */
     uint64_t next = from;
     int r = 0;
+    struct page_fetch *cur = xcalloc(1, sizeof *cur), *ahead = xcalloc(1, sizeof *ahead);
+    page_fetch_start(cur, c, prefix, next, upto, page, false);
     for (;;) {
-        uint64_t stop = next + page; /* exclusive */
-        if (upto && stop > upto + 1)
-            stop = upto + 1;
-        char *start = ev_key(prefix, next), *range_end = ev_key(prefix, stop);
-        struct etcd_range_resp rr;
-        r = etcd_range(c, &(struct etcd_range_req){.keys = {.key = start, .range_end = range_end},
-                                                   .limit = (int64_t)page},
-                       &rr, err);
-        free(start);
-        free(range_end);
-        if (r)
+        page_fetch_wait(cur);
+        if (cur->r) {
+            r = cur->r;
+            if (err)
+                *err = cur->err;
             break;
+        }
+        struct etcd_range_resp *rr = &cur->rr;
+        bool full = rr->nkvs == page && cur->stop == cur->from + page &&
+                    !(upto && cur->stop > upto);
+        if (full)
+            page_fetch_start(ahead, c, prefix, cur->stop, upto, page, true);
         if (ret_rev)
-            *ret_rev = rr.header.revision;
-        for (size_t i = 0; i < rr.nkvs && !r; i++) {
+            *ret_rev = rr->header.revision;
+        for (size_t i = 0; i < rr->nkvs && !r; i++) {
             struct journal_event ev;
-            r = decode_kv(c, prefix, &rr.kvs[i], &ev, err);
+            r = decode_kv(c, prefix, &rr->kvs[i], &ev, err);
             if (r)
                 break;
             if (ev.seq != next) {
@@ -1239,15 +1295,24 @@ static int scan(struct etcd *c, const char *prefix, size_t page, uint64_t from, 
                 journal_event_done(&ev);
                 break;
             }
-            r = visit ? visit(ctx, &ev, &rr.kvs[i]) : 0;
+            r = visit ? visit(ctx, &ev, &rr->kvs[i]) : 0;
             next = ev.seq + 1;
             journal_event_done(&ev);
         }
-        bool full = rr.nkvs == page && next == stop;
-        etcd_range_resp_done(&rr);
-        if (r || !full || (upto && next > upto))
+        etcd_range_resp_done(rr);
+        if (r || !full || next != cur->stop) {
+            if (full) {
+                page_fetch_wait(ahead);
+                etcd_range_resp_done(&ahead->rr);
+            }
             break;
+        }
+        struct page_fetch *t = cur;
+        cur = ahead;
+        ahead = t;
     }
+    free(cur);
+    free(ahead);
     if (!r && ret_next)
         *ret_next = next;
     return r;
