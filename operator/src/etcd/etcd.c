@@ -814,8 +814,12 @@ static int authenticate(struct etcd *c, struct httpc *h, const char *ep, atomic_
     if (resp.status != 200) {
         bool un;
         r = map_error(resp.status, j, &un, err);
-        if (r == TERN_EINVALID || r == TERN_EHTTP)
-            r = err_set(err, TERN_EAUTH, "etcd authenticate: %s", err ? err->msg : "refused");
+        if (r == TERN_EINVALID || r == TERN_EHTTP) {
+            err_wrap(err, TERN_EAUTH, "etcd authenticate");
+            r = TERN_EAUTH;
+            if (err)
+                err->code = r;
+        }
         goto out;
     }
     const char *tok = NULL;
@@ -1569,4 +1573,64 @@ int etcd_watch(struct etcd *c, const struct etcd_watch_req *req, etcd_watch_fn f
             return err_set(err, -ECANCELED, "watch: cancelled");
         backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
     }
+}
+
+int etcd_check_reply(enum etcd_reply_kind kind, const char *body, size_t len,
+                     struct tern_err *err)
+{
+    cJSON *j = NULL;
+    int r = json_parse(body, len, &j, err);
+    if (r)
+        return r == TERN_ETOOLARGE ? r : TERN_EPARSE;
+    switch (kind) {
+    case ETCD_REPLY_RANGE: {
+        struct etcd_range_resp x;
+        r = dec_range(j, &x, err);
+        if (!r)
+            etcd_range_resp_done(&x);
+        break;
+    }
+    case ETCD_REPLY_PUT: {
+        struct etcd_put_resp x;
+        r = dec_put(j, &x, err);
+        if (!r)
+            etcd_put_resp_done(&x);
+        break;
+    }
+    case ETCD_REPLY_DELETE: {
+        struct etcd_delete_resp x;
+        r = dec_delete(j, &x, err);
+        if (!r)
+            etcd_delete_resp_done(&x);
+        break;
+    }
+    case ETCD_REPLY_TXN: {
+        struct etcd_txn_resp x;
+        r = dec_txn(j, &x, err);
+        if (!r)
+            etcd_txn_resp_done(&x);
+        break;
+    }
+    case ETCD_REPLY_WATCH_LINE: {
+        struct watch_msg m;
+        r = dec_watch_line(j, &m, err);
+        if (!r) {
+            if (m.is_error)
+                r = m.error_code;
+            watch_msg_done(&m);
+        }
+        break;
+    }
+    case ETCD_REPLY_ERROR: {
+        bool un;
+        map_error(400, j, &un, err);
+        r = 0;
+        break;
+    }
+    default:
+        r = err_set(err, TERN_EINVALID, "etcd_check_reply: bad kind");
+        break;
+    }
+    cJSON_Delete(j);
+    return r;
 }

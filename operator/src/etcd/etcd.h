@@ -367,4 +367,22 @@ typedef int (*etcd_watch_fn)(void *ctx, const struct etcd_watch_batch *b);
 int etcd_watch(struct etcd *c, const struct etcd_watch_req *req, etcd_watch_fn fn, void *ctx,
                atomic_bool *cancel, int64_t *ret_compact_revision, struct tern_err *err);
 
+/* ---- checking replies (tests, fuzzing) --------------------------------- */
+
+enum etcd_reply_kind {
+    ETCD_REPLY_RANGE = 0,
+    ETCD_REPLY_PUT,
+    ETCD_REPLY_DELETE,
+    ETCD_REPLY_TXN,
+    ETCD_REPLY_WATCH_LINE,
+    ETCD_REPLY_ERROR,        /* an error body: always 0, maps it */
+};
+
+/* Parses and decodes one gateway reply body of the given kind with the
+ * client's own decoders, then discards it. Returns 0 if it is well-formed,
+ * TERN_EPARSE (or the mapped code of an error body / error line) otherwise.
+ * Pure; exists so the decoders can be fuzzed and tested from outside. */
+int etcd_check_reply(enum etcd_reply_kind kind, const char *body, size_t len,
+                     struct tern_err *err);
+
 #endif

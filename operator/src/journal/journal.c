@@ -472,7 +472,10 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
         json_get_object(o, "summary", "pendingApproval", JSON_OPTIONAL, &p, err) ||
         json_get_string(o, "summary", "outcome", JSON_OPTIONAL, &outcome, err) ||
         json_get_string(o, "summary", "updated", JSON_OPTIONAL, &updated, err)) {
-        r = err_set(err, TERN_EPARSE, "summary: %s", err ? err->msg : "malformed");
+        /* the getter named the field; report it as a parse error */
+        r = cJSON_IsObject(o) ? TERN_EPARSE : err_set(err, TERN_EPARSE, "summary: not an object");
+        if (err)
+            err->code = r;
         goto out;
     }
     if (u && (json_get_int_range(u, "summary.usage", "modelTurns", JSON_OPTIONAL, 0, INT64_MAX, &s.usage.model_turns, err) ||
@@ -1433,6 +1436,7 @@ int journal_tail(struct journal *j, uint64_t from_seq, journal_event_fn fn, void
             return r;
     }
     char *evp = xasprintf("%sev/", j->prefix);
+    long fail_since = 0;
     for (;;) {
         if (cancel && atomic_load(cancel)) {
             r = err_set(err, -ECANCELED, "journal tail: cancelled");
@@ -1447,12 +1451,16 @@ int journal_tail(struct journal *j, uint64_t from_seq, journal_event_fn fn, void
             break;
         }
         if (r) {
-            if (transient(r)) {
+            /* etcd unreachable while listing: retry within the budget */
+            if (transient(r) && (fail_since == 0 || now_ms() - fail_since < j->retry_ms)) {
+                if (fail_since == 0)
+                    fail_since = now_ms();
                 sleep_ms(100);
                 continue;
             }
             break;
         }
+        fail_since = 0;
         int64_t crev = 0;
         r = etcd_watch(j->c,
                        &(struct etcd_watch_req){.keys = {.key = evp, .prefix = true},

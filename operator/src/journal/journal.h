@@ -251,7 +251,8 @@ int journal_replay(struct journal *j, uint64_t from_seq, journal_event_fn fn, vo
  * ev/ prefix). If etcd compacts the watched revision away, the tail relists
  * from the next undelivered seq and resumes, so nothing is missed or
  * repeated. Blocks until fn returns non-zero (returned), *cancel is raised
- * (-ECANCELED) or an unrecoverable error. */
+ * (-ECANCELED) or an error (etcd unreachable for longer than retry_ms, a
+ * malformed event). */
 int journal_tail(struct journal *j, uint64_t from_seq, journal_event_fn fn, void *ctx,
                  atomic_bool *cancel, struct tern_err *err);
 
