@@ -202,16 +202,17 @@ TEST(append_replay_summary_and_fence)
     etcd_fixture_stop(&fx);
 }
 
-/* Two processes race to append the same seq, many times: exactly one wins
- * each round and the other is told it was fenced. */
+/* Two processes race to append the same seq, many rounds: both open the
+ * journal (so both will append seq N+1 against the same summary revision),
+ * then both are released at once. Exactly one wins; the other is fenced. */
 TEST_T(two_processes_race_same_seq, 60)
 {
     struct etcd *c = start();
     enum { ROUNDS = 25 };
-    int go[2][2], res[2][2];
+    int ctl[2][2], res[2][2];
     pid_t pids[2];
     for (int p = 0; p < 2; p++) {
-        ASSERT_OK(pipe(go[p]));
+        ASSERT_OK(pipe(ctl[p]));
         ASSERT_OK(pipe(res[p]));
         pids[p] = fork();
         ASSERT_TRUE(pids[p] >= 0);
@@ -219,12 +220,18 @@ TEST_T(two_processes_race_same_seq, 60)
             struct etcd *cc = client();
             for (int round = 0; round < ROUNDS; round++) {
                 char b;
-                if (read(go[p][0], &b, 1) != 1)
+                if (read(ctl[p][0], &b, 1) != 1) /* "open" */
                     _exit(2);
                 struct journal *j = jopen(cc, "race");
+                char ready = 'R';
+                if (write(res[p][1], &ready, 1) != 1)
+                    _exit(3);
+                if (read(ctl[p][0], &b, 1) != 1) /* "go" */
+                    _exit(2);
                 struct tern_err e = {0};
                 cJSON *d = cJSON_CreateObject();
                 json_add_int64(d, "writer", p);
+                json_add_int64(d, "round", round);
                 int r = journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_CALL, .data = d}, NULL, &e);
                 cJSON_Delete(d);
                 char out = r == 0 ? 'W' : r == TERN_EFENCED ? 'F' : 'E';
@@ -236,20 +243,23 @@ TEST_T(two_processes_race_same_seq, 60)
             _exit(0);
         }
     }
-    /* each round: both open (same sum revision), then both append */
     int wins[2] = {0, 0};
     for (int round = 0; round < ROUNDS; round++) {
+        char r[2];
         for (int p = 0; p < 2; p++)
-            ASSERT_EQ_INT(write(go[p][1], "g", 1), 1);
-        char r0, r1;
-        ASSERT_EQ_INT(read(res[0][0], &r0, 1), 1);
-        ASSERT_EQ_INT(read(res[1][0], &r1, 1), 1);
-        ASSERT_TRUE(r0 != 'E' && r1 != 'E');
-        /* sequential luck may let both win (the second opened after the
-         * first appended); they can never both fail, and never duplicate */
-        ASSERT_TRUE(r0 == 'W' || r1 == 'W');
-        wins[0] += r0 == 'W';
-        wins[1] += r1 == 'W';
+            ASSERT_EQ_INT(write(ctl[p][1], "o", 1), 1);
+        for (int p = 0; p < 2; p++) {
+            ASSERT_EQ_INT(read(res[p][0], &r[p], 1), 1);
+            ASSERT_EQ_INT(r[p], 'R');
+        }
+        for (int p = 0; p < 2; p++)
+            ASSERT_EQ_INT(write(ctl[p][1], "g", 1), 1);
+        for (int p = 0; p < 2; p++)
+            ASSERT_EQ_INT(read(res[p][0], &r[p], 1), 1);
+        /* exactly one winner, and the loser is told it was fenced */
+        ASSERT_TRUE((r[0] == 'W' && r[1] == 'F') || (r[0] == 'F' && r[1] == 'W'));
+        wins[0] += r[0] == 'W';
+        wins[1] += r[1] == 'W';
     }
     for (int p = 0; p < 2; p++) {
         int st;
@@ -261,10 +271,11 @@ TEST_T(two_processes_race_same_seq, 60)
     struct tern_err e = {0};
     struct journal_summary rs;
     ASSERT_OK(journal_replay(j, 1, collect_fn, col, &rs, &e));
-    /* every win is exactly one event, no gaps */
-    ASSERT_EQ_INT(col->n, wins[0] + wins[1]);
-    ASSERT_EQ_INT(rs.last_seq, col->n);
-    ASSERT_EQ_INT(rs.usage.tool_calls, col->n);
+    /* one event per round, no gaps, no duplicates */
+    ASSERT_EQ_INT(col->n, ROUNDS);
+    ASSERT_EQ_INT(rs.last_seq, ROUNDS);
+    ASSERT_EQ_INT(rs.usage.tool_calls, ROUNDS);
+    fprintf(stderr, "wins: process 0: %d, process 1: %d\n", wins[0], wins[1]);
     journal_summary_done(&rs);
     journal_free(j);
     etcd_free(c);
