@@ -219,3 +219,23 @@ TEST(types_and_truncation)
     ASSERT_NULL(journal_prefix(".."));
     ASSERT_NULL(journal_prefix(""));
 }
+
+TEST(key_parse)
+{
+    char uid[TERN_JOURNAL_MAX_UID + 1];
+    uint64_t seq = 0;
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/abc-1/sum", uid, NULL), JOURNAL_KEY_SUM);
+    ASSERT_EQ_STR(uid, "abc-1");
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/ev/000000000000002a", uid, &seq), JOURNAL_KEY_EVENT);
+    ASSERT_EQ_INT(seq, 42);
+    ASSERT_EQ_STR(uid, "u");
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/ch/000000000000002a/ab/0000", uid, NULL), JOURNAL_KEY_CHUNK);
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/lock", uid, NULL), JOURNAL_KEY_LOCK);
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/meta", uid, NULL), JOURNAL_KEY_META);
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/ev/2a", uid, NULL), JOURNAL_KEY_OTHER);
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/ev/0000000000000000", uid, NULL), JOURNAL_KEY_OTHER);
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s//sum", uid, NULL), JOURNAL_KEY_OTHER);
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/../sum", uid, NULL), JOURNAL_KEY_OTHER);
+    ASSERT_EQ_INT(journal_key_parse("/registry/pods/x", uid, NULL), JOURNAL_KEY_OTHER);
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/summary", uid, NULL), JOURNAL_KEY_OTHER);
+}

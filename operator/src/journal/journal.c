@@ -615,6 +615,41 @@ static uint64_t key_seq(const char *prefix, const char *key)
     return seq;
 }
 
+enum journal_key_kind journal_key_parse(const char *key, char *uid, uint64_t *ret_seq)
+{
+    size_t pl = strlen(JOURNAL_ALL_PREFIX);
+    if (!key || strncmp(key, JOURNAL_ALL_PREFIX, pl) != 0)
+        return JOURNAL_KEY_OTHER;
+    const char *u = key + pl, *slash = strchr(u, '/');
+    if (!slash || slash == u || (size_t)(slash - u) > TERN_JOURNAL_MAX_UID)
+        return JOURNAL_KEY_OTHER;
+    char tmp[TERN_JOURNAL_MAX_UID + 1];
+    memcpy(tmp, u, (size_t)(slash - u));
+    tmp[slash - u] = 0;
+    if (!valid_uid(tmp))
+        return JOURNAL_KEY_OTHER;
+    const char *rest = slash + 1;
+    enum journal_key_kind k = JOURNAL_KEY_OTHER;
+    uint64_t seq = 0;
+    if (strcmp(rest, "sum") == 0)
+        k = JOURNAL_KEY_SUM;
+    else if (strcmp(rest, "meta") == 0)
+        k = JOURNAL_KEY_META;
+    else if (strcmp(rest, "lock") == 0)
+        k = JOURNAL_KEY_LOCK;
+    else if (strncmp(rest, "ch/", 3) == 0)
+        k = JOURNAL_KEY_CHUNK;
+    else if (strncmp(rest, "ev/", 3) == 0 && strlen(rest + 3) == 16 &&
+             num_parse_hex64(rest + 3, 16, &seq) == 0 && seq > 0)
+        k = JOURNAL_KEY_EVENT;
+    if (k == JOURNAL_KEY_OTHER)
+        return k;
+    memcpy(uid, tmp, (size_t)(slash - u) + 1);
+    if (k == JOURNAL_KEY_EVENT && ret_seq)
+        *ret_seq = seq;
+    return k;
+}
+
 /* Retry policy for calls that may be repeated safely. */
 static bool transient(int r)
 {

@@ -168,6 +168,23 @@ struct journal_opts {
  * [A-Za-z0-9._-]. Returns NULL for a bad uid. */
 char *journal_prefix(const char *uid);
 
+/* What a key under /tern/v1/s/ is (for a watch over all sessions, e.g. the
+ * operator's summary watch: it sees every key and keeps the sum ones). */
+enum journal_key_kind {
+    JOURNAL_KEY_OTHER = 0, /* not a journal key */
+    JOURNAL_KEY_META,
+    JOURNAL_KEY_EVENT,     /* *ret_seq set */
+    JOURNAL_KEY_CHUNK,
+    JOURNAL_KEY_SUM,
+    JOURNAL_KEY_LOCK,
+};
+#define JOURNAL_ALL_PREFIX "/tern/v1/s/"
+
+/* Classifies key; for journal keys copies the session uid into uid (at
+ * least TERN_JOURNAL_MAX_UID + 1 bytes) and, for events, sets *ret_seq (may
+ * be NULL). Pure. */
+enum journal_key_kind journal_key_parse(const char *key, char *uid, uint64_t *ret_seq);
+
 /* Opens one session's journal: reads sum (its value and revision) so the
  * handle can append. A journal without a sum key (new, or written by schema
  * v0, which kept no summary) gets its summary by replaying the events.
