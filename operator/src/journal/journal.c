@@ -869,6 +869,7 @@ static int commit_txn(struct journal *j, const struct commit *cm, int64_t *ret_r
     long deadline = now_ms() + j->retry_ms;
     long backoff = 50;
     bool must_read_back = false;
+    bool had_unknown = false; /* some attempt may still land later */
     int r = 0;
     for (;;) {
         if (must_read_back) {
@@ -915,6 +916,7 @@ static int commit_txn(struct journal *j, const struct commit *cm, int64_t *ret_r
             etcd_txn_resp_done(&tr);
             if (r == TERN_EUNKNOWN) {
                 must_read_back = true;
+                had_unknown = true;
                 j->stats.unknown_outcomes++;
             } else if (!transient(r)) {
                 return r;
@@ -927,7 +929,9 @@ static int commit_txn(struct journal *j, const struct commit *cm, int64_t *ret_r
         sleep_ms(backoff);
         backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
     }
-    if (must_read_back || r == TERN_EUNKNOWN)
+    /* a read-back that found nothing is not final (a delayed attempt can
+     * still commit): undecided unless resolved by journal_resolve */
+    if (had_unknown || r == TERN_EUNKNOWN)
         return err_set(err, TERN_EUNKNOWN, "journal %s: seq %llu: outcome unknown after %ld ms",
                        j->uid, (unsigned long long)cm->seq, j->retry_ms);
     return r;
