@@ -147,10 +147,13 @@ static int decode_v0(const cJSON *o, struct journal_event *ev, struct tern_err *
     ev->key = idem ? xstrdup(idem) : NULL;
     ev->data = payload ? json_dup(payload) : cJSON_CreateObject();
     const cJSON *tok = json_get(ev->data, "tokens");
-    if (ev->type == JOURNAL_EV_MODEL_RESPONSE && cJSON_IsObject(tok) && !json_get(ev->data, "usage")) {
+    if (ev->type == JOURNAL_EV_MODEL_RESPONSE && cJSON_IsObject(tok) &&
+        !json_get(ev->data, "usage")) {
         int64_t in = 0, out = 0;
-        if (json_get_int_range(tok, "event.payload.tokens", "in", JSON_OPTIONAL, 0, INT64_MAX, &in, err) ||
-            json_get_int_range(tok, "event.payload.tokens", "out", JSON_OPTIONAL, 0, INT64_MAX, &out, err)) {
+        if (json_get_int_range(tok, "event.payload.tokens", "in", JSON_OPTIONAL, 0, INT64_MAX, &in,
+                               err) ||
+            json_get_int_range(tok, "event.payload.tokens", "out", JSON_OPTIONAL, 0, INT64_MAX,
+                               &out, err)) {
             journal_event_done(ev);
             return TERN_EPARSE;
         }
@@ -369,7 +372,8 @@ int journal_summary_apply(struct journal_summary *s, const struct journal_event 
         s->usage.prompt_tokens = sat_add(s->usage.prompt_tokens, data_nonneg(u, "prompt_tokens"));
         s->usage.completion_tokens =
             sat_add(s->usage.completion_tokens, data_nonneg(u, "completion_tokens"));
-        s->usage.cost_micro_usd = sat_add(s->usage.cost_micro_usd, data_nonneg(u, "cost_micro_usd"));
+        s->usage.cost_micro_usd =
+            sat_add(s->usage.cost_micro_usd, data_nonneg(u, "cost_micro_usd"));
         break;
     }
     case JOURNAL_EV_TOOL_CALL:
@@ -462,11 +466,11 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
     int64_t v = 0, last = 0, snap = 0;
     const cJSON *u = NULL, *p = NULL;
     const char *outcome = NULL, *updated = NULL;
-    if (!cJSON_IsObject(o) ||
-        json_get_int_range(o, "summary", "v", JSON_REQUIRED, 1, 1, &v, err) ||
+    if (!cJSON_IsObject(o) || json_get_int_range(o, "summary", "v", JSON_REQUIRED, 1, 1, &v, err) ||
         json_get_int_range(o, "summary", "lastSeq", JSON_REQUIRED, 0, INT64_MAX, &last, err) ||
         json_get_int_range(o, "summary", "turn", JSON_OPTIONAL, 0, INT64_MAX, &s.turn, err) ||
-        json_get_int_range(o, "summary", "messages", JSON_OPTIONAL, 0, INT64_MAX, &s.messages, err) ||
+        json_get_int_range(o, "summary", "messages", JSON_OPTIONAL, 0, INT64_MAX, &s.messages,
+                           err) ||
         json_get_int_range(o, "summary", "snapshotSeq", JSON_OPTIONAL, 0, INT64_MAX, &snap, err) ||
         json_get_object(o, "summary", "usage", JSON_OPTIONAL, &u, err) ||
         json_get_object(o, "summary", "pendingApproval", JSON_OPTIONAL, &p, err) ||
@@ -478,11 +482,16 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
             err->code = r;
         goto out;
     }
-    if (u && (json_get_int_range(u, "summary.usage", "modelTurns", JSON_OPTIONAL, 0, INT64_MAX, &s.usage.model_turns, err) ||
-              json_get_int_range(u, "summary.usage", "toolCalls", JSON_OPTIONAL, 0, INT64_MAX, &s.usage.tool_calls, err) ||
-              json_get_int_range(u, "summary.usage", "promptTokens", JSON_OPTIONAL, 0, INT64_MAX, &s.usage.prompt_tokens, err) ||
-              json_get_int_range(u, "summary.usage", "completionTokens", JSON_OPTIONAL, 0, INT64_MAX, &s.usage.completion_tokens, err) ||
-              json_get_int_range(u, "summary.usage", "costMicroUSD", JSON_OPTIONAL, 0, INT64_MAX, &s.usage.cost_micro_usd, err))) {
+    if (u && (json_get_int_range(u, "summary.usage", "modelTurns", JSON_OPTIONAL, 0, INT64_MAX,
+                                 &s.usage.model_turns, err) ||
+              json_get_int_range(u, "summary.usage", "toolCalls", JSON_OPTIONAL, 0, INT64_MAX,
+                                 &s.usage.tool_calls, err) ||
+              json_get_int_range(u, "summary.usage", "promptTokens", JSON_OPTIONAL, 0, INT64_MAX,
+                                 &s.usage.prompt_tokens, err) ||
+              json_get_int_range(u, "summary.usage", "completionTokens", JSON_OPTIONAL, 0,
+                                 INT64_MAX, &s.usage.completion_tokens, err) ||
+              json_get_int_range(u, "summary.usage", "costMicroUSD", JSON_OPTIONAL, 0, INT64_MAX,
+                                 &s.usage.cost_micro_usd, err))) {
         r = TERN_EPARSE;
         goto out;
     }
@@ -541,10 +550,10 @@ cJSON *journal_truncate_data(const cJSON *data, size_t max_bytes)
 struct journal {
     struct etcd *c;
     char *uid;
-    char *prefix;           /* /tern/v1/s/<uid>/ */
+    char *prefix; /* /tern/v1/s/<uid>/ */
     char *sum_key;
     struct journal_summary sum;
-    int64_t seen;           /* mod_revision of sum as last read/written; 0 = absent */
+    int64_t seen; /* mod_revision of sum as last read/written; 0 = absent */
     long retry_ms;
     size_t page;
     /* an append whose outcome is unknown */
@@ -768,8 +777,7 @@ int journal_refresh(struct journal *j, struct tern_err *err)
     return load_state(j, err);
 }
 
-int journal_create_meta(struct journal *j, const char *ns, const char *name,
-                        struct tern_err *err)
+int journal_create_meta(struct journal *j, const char *ns, const char *name, struct tern_err *err)
 {
     cJSON *m = cJSON_CreateObject();
     json_add_string(m, "namespace", ns ? ns : "");
@@ -858,8 +866,10 @@ static int commit_txn(struct journal *j, const struct commit *cm, int64_t *ret_r
         {.keys = {.key = j->sum_key}, .target = ETCD_CMP_MOD, .number = j->seen},
     };
     struct etcd_op succ[] = {
-        {.type = ETCD_OP_PUT, .put = {.key = cm->ev_key, .value = cm->ev_value, .value_len = cm->ev_len}},
-        {.type = ETCD_OP_PUT, .put = {.key = j->sum_key, .value = cm->sum_value, .value_len = cm->sum_len}},
+        {.type = ETCD_OP_PUT,
+         .put = {.key = cm->ev_key, .value = cm->ev_value, .value_len = cm->ev_len}},
+        {.type = ETCD_OP_PUT,
+         .put = {.key = j->sum_key, .value = cm->sum_value, .value_len = cm->sum_len}},
     };
     struct etcd_op fail[] = {
         {.type = ETCD_OP_RANGE, .range = {.keys = {.key = cm->ev_key}}},
@@ -1059,8 +1069,12 @@ int journal_append(struct journal *j, const struct journal_append_req *req, uint
     sum_txt = json_print(sj);
     cJSON_Delete(sj);
 
-    struct commit cm = {.ev_key = k, .ev_value = value, .ev_len = vlen, .sum_value = sum_txt,
-                        .sum_len = strlen(sum_txt), .seq = ev.seq};
+    struct commit cm = {.ev_key = k,
+                        .ev_value = value,
+                        .ev_len = vlen,
+                        .sum_value = sum_txt,
+                        .sum_len = strlen(sum_txt),
+                        .seq = ev.seq};
     int64_t rev = 0;
     r = commit_txn(j, &cm, &rev, err);
     if (r == 0) {
@@ -1090,15 +1104,16 @@ out:
     return r;
 }
 
-int journal_resolve(struct journal *j, bool *ret_committed, uint64_t *ret_seq,
-                    struct tern_err *err)
+int journal_resolve(struct journal *j, bool *ret_committed, uint64_t *ret_seq, struct tern_err *err)
 {
     if (!j->unresolved) {
         *ret_committed = false;
         return 0;
     }
     char *k = ev_key(j->prefix, j->pend_seq);
-    struct commit cm = {.ev_key = k, .ev_value = j->pend_value, .ev_len = strlen(j->pend_value),
+    struct commit cm = {.ev_key = k,
+                        .ev_value = j->pend_value,
+                        .ev_len = strlen(j->pend_value),
                         .seq = j->pend_seq};
     enum outcome oc;
     int64_t rev = 0;
@@ -1258,8 +1273,9 @@ static void *page_fetch_main(void *arg)
 {
     struct page_fetch *f = arg;
     char *start = ev_key(f->prefix, f->from), *end = ev_key(f->prefix, f->stop);
-    f->r = etcd_range(f->c, &(struct etcd_range_req){.keys = {.key = start, .range_end = end},
-                                                     .limit = (int64_t)f->page},
+    f->r = etcd_range(f->c,
+                      &(struct etcd_range_req){.keys = {.key = start, .range_end = end},
+                                               .limit = (int64_t)f->page},
                       &f->rr, &f->err);
     free(start);
     free(end);
@@ -1316,8 +1332,8 @@ static int scan(struct etcd *c, const char *prefix, size_t page, uint64_t from, 
             break;
         }
         struct etcd_range_resp *rr = &cur->rr;
-        bool full = rr->nkvs == page && cur->stop == cur->from + page &&
-                    !(upto && cur->stop > upto);
+        bool full =
+            rr->nkvs == page && cur->stop == cur->from + page && !(upto && cur->stop > upto);
         if (full)
             page_fetch_start(ahead, c, prefix, cur->stop, upto, page, true);
         if (ret_rev)
@@ -1422,8 +1438,8 @@ struct tail_ctx {
     struct journal *j;
     journal_event_fn fn;
     void *ctx;
-    uint64_t next;          /* the next seq to deliver */
-    int user_rc;            /* fn's non-zero return */
+    uint64_t next; /* the next seq to deliver */
+    int user_rc;   /* fn's non-zero return */
 };
 
 #define TAIL_RELIST 0x7e11157 /* internal: a gap in the watch, relist */
@@ -1528,9 +1544,10 @@ int journal_compact(struct journal *j, const cJSON *state, bool drop_old, uint64
     cJSON_AddItemToObject(d, "summary", journal_summary_to_json(&j->sum));
     cJSON_AddItemToObject(d, "state", state ? json_dup(state) : cJSON_CreateObject());
     uint64_t seq = 0;
-    int r = journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_SNAPSHOT,
-                                                           .turn = j->sum.turn, .data = d},
-                           &seq, err);
+    int r = journal_append(
+        j,
+        &(struct journal_append_req){.type = JOURNAL_EV_SNAPSHOT, .turn = j->sum.turn, .data = d},
+        &seq, err);
     cJSON_Delete(d);
     if (r)
         return r;
@@ -1542,8 +1559,9 @@ int journal_compact(struct journal *j, const cJSON *state, bool drop_old, uint64
             char *to = xasprintf("%s%s%016llx", j->prefix, kinds[i], (unsigned long long)seq);
             struct etcd_delete_resp dr;
             long deadline = now_ms() + j->retry_ms;
-            while ((r = etcd_delete(j->c, &(struct etcd_delete_req){.keys = {.key = from, .range_end = to}},
-                                    &dr, err)) &&
+            while ((r = etcd_delete(
+                        j->c, &(struct etcd_delete_req){.keys = {.key = from, .range_end = to}},
+                        &dr, err)) &&
                    (transient(r) || r == TERN_EUNKNOWN) && now_ms() < deadline)
                 sleep_ms(100);
             etcd_delete_resp_done(&dr);
@@ -1577,7 +1595,7 @@ struct copy_batch {
 };
 
 #define COPY_BATCH_EVENTS 100
-#define COPY_BATCH_BYTES (768u << 10)
+#define COPY_BATCH_BYTES  (768u << 10)
 
 static void batch_clear(struct copy_batch *b)
 {
@@ -1597,13 +1615,15 @@ static int batch_flush(struct copy_batch *b)
     struct etcd_op *ops = xcalloc(b->n + 1, sizeof *ops);
     for (size_t i = 0; i < b->n; i++) {
         ops[i].type = ETCD_OP_PUT;
-        ops[i].put = (struct etcd_put_req){.key = b->keys[i], .value = b->vals[i], .value_len = b->lens[i]};
+        ops[i].put =
+            (struct etcd_put_req){.key = b->keys[i], .value = b->vals[i], .value_len = b->lens[i]};
     }
     cJSON *sj = journal_summary_to_json(&b->sum);
     char *st = json_print(sj);
     cJSON_Delete(sj);
     ops[b->n].type = ETCD_OP_PUT;
-    ops[b->n].put = (struct etcd_put_req){.key = b->dst_sum_key, .value = st, .value_len = strlen(st)};
+    ops[b->n].put =
+        (struct etcd_put_req){.key = b->dst_sum_key, .value = st, .value_len = strlen(st)};
     struct etcd_compare cmps[] = {
         {.keys = {.key = b->keys[0]}, .target = ETCD_CMP_CREATE, .number = 0},
         {.keys = {.key = b->dst_sum_key}, .target = ETCD_CMP_MOD, .number = b->seen},
@@ -1644,10 +1664,11 @@ static int copy_visit(void *ctx, const struct journal_event *ev, const struct et
                 return r;
             }
             const char *id = json_get(chunks, "id")->valuestring;
-            char *pfx = xasprintf("%sch/%016llx/%s/", b->src_prefix, (unsigned long long)ev->seq, id);
+            char *pfx =
+                xasprintf("%sch/%016llx/%s/", b->src_prefix, (unsigned long long)ev->seq, id);
             struct etcd_range_resp rr;
-            r = etcd_range(b->c, &(struct etcd_range_req){.keys = {.key = pfx, .prefix = true}}, &rr,
-                           b->err);
+            r = etcd_range(b->c, &(struct etcd_range_req){.keys = {.key = pfx, .prefix = true}},
+                           &rr, b->err);
             for (size_t i = 0; !r && i < rr.nkvs; i++) {
                 char *dk = xasprintf("%s%s", b->dst_prefix, rr.kvs[i].key + strlen(b->src_prefix));
                 char *evk = ev_key(b->dst_prefix, ev->seq);
@@ -1655,9 +1676,9 @@ static int copy_visit(void *ctx, const struct journal_event *ev, const struct et
                     {.keys = {.key = evk}, .target = ETCD_CMP_CREATE, .number = 0},
                     {.keys = {.key = b->dst_sum_key}, .target = ETCD_CMP_MOD, .number = b->seen},
                 };
-                struct etcd_op put = {.type = ETCD_OP_PUT,
-                                      .put = {.key = dk, .value = rr.kvs[i].value,
-                                              .value_len = rr.kvs[i].value_len}};
+                struct etcd_op put = {
+                    .type = ETCD_OP_PUT,
+                    .put = {.key = dk, .value = rr.kvs[i].value, .value_len = rr.kvs[i].value_len}};
                 struct etcd_txn_resp tr;
                 r = etcd_txn(b->c, &(struct etcd_txn_req){cmps, 2, &put, 1, NULL, 0}, &tr, b->err);
                 if (r == 0 && !tr.succeeded)
@@ -1701,8 +1722,8 @@ static int get_raw(struct etcd *c, const char *prefix, uint64_t seq, struct etcd
     return r;
 }
 
-int journal_copy_until(struct etcd *c, const char *src_uid, const char *dst_uid,
-                       uint64_t upto_seq, uint64_t *ret_copied, struct tern_err *err)
+int journal_copy_until(struct etcd *c, const char *src_uid, const char *dst_uid, uint64_t upto_seq,
+                       uint64_t *ret_copied, struct tern_err *err)
 {
     if (!valid_uid(src_uid) || !valid_uid(dst_uid) || strcmp(src_uid, dst_uid) == 0 ||
         upto_seq == 0)
@@ -1743,8 +1764,9 @@ int journal_copy_until(struct etcd *c, const char *src_uid, const char *dst_uid,
         /* fresh: from seq 1, or from the source's oldest kept snapshot */
         struct etcd_range_resp rr;
         char *start = ev_key(sp, 1), *end = xasprintf("%sev0", sp);
-        r = etcd_range(c, &(struct etcd_range_req){.keys = {.key = start, .range_end = end}, .limit = 1},
-                       &rr, err);
+        r = etcd_range(
+            c, &(struct etcd_range_req){.keys = {.key = start, .range_end = end}, .limit = 1}, &rr,
+            err);
         free(start);
         free(end);
         if (r)
@@ -1837,8 +1859,9 @@ int journal_lock_acquire(struct etcd *c, const char *uid, const char *owner, int
     if (r)
         goto out;
     struct etcd_compare cmp = {.keys = {.key = key}, .target = ETCD_CMP_CREATE, .number = 0};
-    struct etcd_op put = {.type = ETCD_OP_PUT,
-                          .put = {.key = key, .value = val, .value_len = strlen(val), .lease = lease}};
+    struct etcd_op put = {
+        .type = ETCD_OP_PUT,
+        .put = {.key = key, .value = val, .value_len = strlen(val), .lease = lease}};
     struct etcd_op get = {.type = ETCD_OP_RANGE, .range = {.keys = {.key = key}}};
     r = etcd_txn(c, &(struct etcd_txn_req){&cmp, 1, &put, 1, &get, 1}, &tr, err);
     if (r == TERN_EUNKNOWN) {
@@ -1855,7 +1878,8 @@ int journal_lock_acquire(struct etcd *c, const char *uid, const char *owner, int
         cJSON *h = NULL;
         if (tr.nresponses == 1 && tr.responses[0].range.nkvs == 1 &&
             json_parse(tr.responses[0].range.kvs[0].value, tr.responses[0].range.kvs[0].value_len,
-                       &h, NULL) == 0 && cJSON_IsString(json_get(h, "owner")))
+                       &h, NULL) == 0 &&
+            cJSON_IsString(json_get(h, "owner")))
             holder = json_get(h, "owner")->valuestring;
         r = err_set(err, TERN_ECONFLICT, "journal lock: held by %s", holder);
         cJSON_Delete(h);

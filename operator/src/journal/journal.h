@@ -72,7 +72,7 @@ enum journal_type {
     JOURNAL_EV_FORKED_FROM,
     JOURNAL_EV_LIMIT_REACHED,
     JOURNAL_EV_ERROR,
-    JOURNAL_EV_SNAPSHOT,    /* compaction: data {"upto", "summary", "state"} */
+    JOURNAL_EV_SNAPSHOT, /* compaction: data {"upto", "summary", "state"} */
 };
 
 /* "user_message" ... for a known type, NULL for UNKNOWN. */
@@ -82,14 +82,14 @@ enum journal_type journal_type_parse(const char *name);
 
 /* One decoded event. */
 struct journal_event {
-    int v;                  /* schema version it was stored with (0 or 1) */
-    uint64_t seq;           /* 1, 2, 3, ... without gaps */
+    int v;        /* schema version it was stored with (0 or 1) */
+    uint64_t seq; /* 1, 2, 3, ... without gaps */
     enum journal_type type;
-    char *type_name;        /* the stored type string (also for UNKNOWN) */
-    char *time;             /* RFC 3339 UTC with nanoseconds */
-    int64_t turn;           /* turn number (0 = between turns) */
-    char *key;              /* idempotency key, or NULL */
-    cJSON *data;            /* always an object (empty if absent) */
+    char *type_name; /* the stored type string (also for UNKNOWN) */
+    char *time;      /* RFC 3339 UTC with nanoseconds */
+    int64_t turn;    /* turn number (0 = between turns) */
+    char *key;       /* idempotency key, or NULL */
+    cJSON *data;     /* always an object (empty if absent) */
 };
 
 void journal_event_done(struct journal_event *ev);
@@ -109,7 +109,7 @@ char *journal_event_encode(const struct journal_event *ev);
 
 /* The summary (value of the sum key): a pure fold over the events. */
 struct journal_pending {
-    char *id;               /* approval id, NULL when nothing is pending */
+    char *id; /* approval id, NULL when nothing is pending */
     char *tool;
     char *summary;
     char *requested_at;
@@ -125,13 +125,13 @@ struct journal_usage {
 
 struct journal_summary {
     uint64_t last_seq;
-    int64_t turn;           /* highest turn seen */
+    int64_t turn; /* highest turn seen */
     struct journal_usage usage;
-    int64_t messages;       /* user_message events */
+    int64_t messages; /* user_message events */
     struct journal_pending pending;
-    char *outcome;          /* last turn_finished outcome; NULL while a turn runs */
-    uint64_t snapshot_seq;  /* seq of the latest snapshot event, 0 if none */
-    char *updated;          /* time of the last event */
+    char *outcome;         /* last turn_finished outcome; NULL while a turn runs */
+    uint64_t snapshot_seq; /* seq of the latest snapshot event, 0 if none */
+    char *updated;         /* time of the last event */
 };
 
 void journal_summary_init(struct journal_summary *s);
@@ -159,9 +159,9 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
 struct journal;
 
 struct journal_opts {
-    long retry_ms;          /* budget for retrying unreachable etcd / resolving
-                             * unknown outcomes within one call; 0 = 30000 */
-    size_t page_size;       /* replay page; 0 = 1000 events */
+    long retry_ms;    /* budget for retrying unreachable etcd / resolving
+                       * unknown outcomes within one call; 0 = 30000 */
+    size_t page_size; /* replay page; 0 = 1000 events */
 };
 
 /* The key prefix "/tern/v1/s/<uid>/" (newly allocated). uid: 1..128 chars of
@@ -173,7 +173,7 @@ char *journal_prefix(const char *uid);
 enum journal_key_kind {
     JOURNAL_KEY_OTHER = 0, /* not a journal key */
     JOURNAL_KEY_META,
-    JOURNAL_KEY_EVENT,     /* *ret_seq set */
+    JOURNAL_KEY_EVENT, /* *ret_seq set */
     JOURNAL_KEY_CHUNK,
     JOURNAL_KEY_SUM,
     JOURNAL_KEY_LOCK,
@@ -194,8 +194,7 @@ int journal_open(struct etcd *c, const char *uid, const struct journal_opts *opt
 void journal_free(struct journal *j);
 
 /* Writes meta if absent ({"namespace","name","createdAt"}). Idempotent. */
-int journal_create_meta(struct journal *j, const char *ns, const char *name,
-                        struct tern_err *err);
+int journal_create_meta(struct journal *j, const char *ns, const char *name, struct tern_err *err);
 
 /* The handle's current view: summary (borrowed, valid until the next call on
  * j) and the summary revision it will compare against. */
@@ -206,9 +205,9 @@ int64_t journal_seen_revision(const struct journal *j);
  * NULL (stored as {}); it is borrowed. */
 struct journal_append_req {
     enum journal_type type;
-    const char *type_name;  /* overrides type when non-NULL (future types) */
+    const char *type_name; /* overrides type when non-NULL (future types) */
     int64_t turn;
-    const char *key;        /* idempotency key or NULL */
+    const char *key; /* idempotency key or NULL */
     const cJSON *data;
 };
 
@@ -289,8 +288,8 @@ int journal_compact(struct journal *j, const cJSON *state, bool drop_old, uint64
  * the copy starts at the latest snapshot <= upto_seq; TERN_ECOMPACTED when
  * none is available. Returns 0 and the number of events copied by this
  * call in *ret_copied (may be NULL). */
-int journal_copy_until(struct etcd *c, const char *src_uid, const char *dst_uid,
-                       uint64_t upto_seq, uint64_t *ret_copied, struct tern_err *err);
+int journal_copy_until(struct etcd *c, const char *src_uid, const char *dst_uid, uint64_t upto_seq,
+                       uint64_t *ret_copied, struct tern_err *err);
 
 /* Deletes every key of the session (events, chunks, sum, meta, lock). */
 int journal_delete(struct etcd *c, const char *uid, struct tern_err *err);
