@@ -567,3 +567,49 @@ TEST(tls_client_certificates)
     etcd_free(c);
     etcd_fixture_stop(&fx);
 }
+
+static int want_progress(void *ctx, const struct etcd_watch_batch *b)
+{
+    int *seen = ctx;
+    if (b->progress && b->header.revision > 0)
+        return ++*seen >= 2 ? 9 : 0;
+    return 0;
+}
+
+/* Periodic progress notifications (kube's bookmarks) and event filters. */
+TEST(watch_progress_notify_and_filters)
+{
+    struct tern_err e = {0};
+    const char *args[] = {"--experimental-watch-progress-notify-interval=200ms", NULL};
+    struct etcd_fixture_opts o = {.extra_args = args};
+    if (etcd_fixture_start(&fx, th_tmpdir(), &o, &e))
+        th_fail(__FILE__, __LINE__, "etcd fixture: %s", e.msg);
+    const char *eps[] = {fx.url};
+    struct etcd *c = NULL;
+    ASSERT_OK(etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1}, &c, &e));
+    put(c, "/w/a", "1");
+    int seen = 0;
+    ASSERT_EQ_INT(etcd_watch(c,
+                             &(struct etcd_watch_req){.keys = {.key = "/w/", .prefix = true},
+                                                      .progress_notify = true},
+                             want_progress, &seen, NULL, NULL, &e),
+                  9);
+    /* NOPUT: only the delete arrives */
+    int64_t rev;
+    ASSERT_OK(etcd_revision(c, &rev, &e));
+    put(c, "/w/b", "2");
+    struct etcd_delete_resp dr;
+    ASSERT_OK(etcd_delete(c, &(struct etcd_delete_req){.keys = {.key = "/w/a"}}, &dr, &e));
+    etcd_delete_resp_done(&dr);
+    struct wctx w = {.mu = PTHREAD_MUTEX_INITIALIZER, .stop_after = 1};
+    ASSERT_EQ_INT(etcd_watch(c,
+                             &(struct etcd_watch_req){.keys = {.key = "/w/", .prefix = true},
+                                                      .start_revision = rev + 1,
+                                                      .no_put = true},
+                             on_batch, &w, NULL, NULL, &e),
+                  42);
+    ASSERT_EQ_INT(w.nput, 0);
+    ASSERT_EQ_INT(w.ndel, 1);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}

@@ -740,6 +740,12 @@ TEST(compaction_snapshot_and_fork_copy)
     ASSERT_EQ_INT(rs.messages, before.messages);
     journal_summary_done(&rs);
     ASSERT_EQ_INT(journal_replay(j, 1, NULL, NULL, NULL, &e), TERN_ECOMPACTED);
+    /* a tail from the snapshot starts there too */
+    col = new_collect();
+    col->stop_at = 2;
+    ASSERT_EQ_INT(journal_tail(j, JOURNAL_FROM_SNAPSHOT, collect_fn, col, NULL, &e), 7);
+    ASSERT_EQ_INT(col->seqs[0], 31);
+    ASSERT_EQ_INT(col->seqs[1], 32);
     /* a fresh handle resumes from the stored summary */
     struct journal *k = jopen(c, "src");
     ASSERT_EQ_INT(journal_summary(k)->last_seq, 32);
