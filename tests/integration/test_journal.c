@@ -52,7 +52,8 @@ static uint64_t append_i(struct journal *j, enum journal_type t, int64_t i)
     json_add_int64(d, "i", i);
     uint64_t seq = 0;
     struct tern_err e = {0};
-    int r = journal_append(j, &(struct journal_append_req){.type = t, .turn = 1, .data = d}, &seq, &e);
+    int r =
+        journal_append(j, &(struct journal_append_req){.type = t, .turn = 1, .data = d}, &seq, &e);
     cJSON_Delete(d);
     if (r)
         th_fail(__FILE__, __LINE__, "append %lld: %d %s", (long long)i, r, e.msg);
@@ -66,9 +67,9 @@ struct collect {
     char types[4096][24];
     size_t n;
     pthread_mutex_t mu;
-    int stop_at;             /* stop (return 7) after this many, 0 = never */
-    atomic_bool block;       /* tail: hold the callback while raised */
-    atomic_int blocked_at;   /* tail: block when n reaches this */
+    int stop_at;           /* stop (return 7) after this many, 0 = never */
+    atomic_bool block;     /* tail: hold the callback while raised */
+    atomic_int blocked_at; /* tail: block when n reaches this */
 };
 
 static int collect_fn(void *ctx, const struct journal_event *ev)
@@ -134,15 +135,23 @@ TEST(append_replay_summary_and_fence)
     ASSERT_OK(journal_create_meta(j, "team-a", "review-42", &e)); /* idempotent */
     cJSON *d = cJSON_CreateObject();
     json_add_string(d, "text", "hello");
-    ASSERT_OK(journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_USER_MESSAGE, .data = d}, NULL, &e));
+    ASSERT_OK(journal_append(
+        j, &(struct journal_append_req){.type = JOURNAL_EV_USER_MESSAGE, .data = d}, NULL, &e));
     cJSON_Delete(d);
-    d = cJSON_Parse("{\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":7,\"cost_micro_usd\":3}}");
+    d = cJSON_Parse(
+        "{\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":7,\"cost_micro_usd\":3}}");
     uint64_t seq = 0;
-    ASSERT_OK(journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_MODEL_RESPONSE, .turn = 1, .data = d}, &seq, &e));
+    ASSERT_OK(journal_append(
+        j, &(struct journal_append_req){.type = JOURNAL_EV_MODEL_RESPONSE, .turn = 1, .data = d},
+        &seq, &e));
     cJSON_Delete(d);
     ASSERT_EQ_INT(seq, 2);
     d = cJSON_Parse("{\"id\":\"ap-1\",\"tool\":\"exec_command\",\"summary\":\"git push\"}");
-    ASSERT_OK(journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_APPROVAL_REQUESTED, .turn = 1, .key = "u1/call-1", .data = d}, &seq, &e));
+    ASSERT_OK(journal_append(
+        j,
+        &(struct journal_append_req){
+            .type = JOURNAL_EV_APPROVAL_REQUESTED, .turn = 1, .key = "u1/call-1", .data = d},
+        &seq, &e));
     cJSON_Delete(d);
     const struct journal_summary *s = journal_summary(j);
     ASSERT_EQ_INT(s->last_seq, 3);
@@ -154,10 +163,14 @@ TEST(append_replay_summary_and_fence)
     ASSERT_EQ_INT(journal_summary(k)->last_seq, 3);
     ASSERT_EQ_STR(journal_summary(k)->pending.tool, "exec_command");
     d = cJSON_Parse("{\"id\":\"ap-1\",\"decision\":\"approve\"}");
-    ASSERT_OK(journal_append(k, &(struct journal_append_req){.type = JOURNAL_EV_APPROVAL_DECIDED, .data = d}, &seq, &e));
+    ASSERT_OK(journal_append(
+        k, &(struct journal_append_req){.type = JOURNAL_EV_APPROVAL_DECIDED, .data = d}, &seq, &e));
     cJSON_Delete(d);
     ASSERT_NULL(journal_summary(k)->pending.id);
-    ASSERT_EQ_INT(journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_CALL, .turn = 1}, &seq, &e), TERN_EFENCED);
+    ASSERT_EQ_INT(
+        journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_CALL, .turn = 1},
+                       &seq, &e),
+        TERN_EFENCED);
     ASSERT_CONTAINS(e.msg, "another writer");
     ASSERT_OK(journal_refresh(j, &e));
     ASSERT_EQ_INT(append_i(j, JOURNAL_EV_TOOL_CALL, 0), 5);
@@ -190,7 +203,9 @@ TEST(append_replay_summary_and_fence)
     /* bad input */
     struct journal *bad = NULL;
     ASSERT_EQ_INT(journal_open(c, "a/b", NULL, &bad, &e), TERN_EINVALID);
-    ASSERT_EQ_INT(journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_UNKNOWN}, NULL, &e), TERN_EINVALID);
+    ASSERT_EQ_INT(
+        journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_UNKNOWN}, NULL, &e),
+        TERN_EINVALID);
 
     ASSERT_OK(journal_delete(c, "u1", &e));
     struct journal *z = jopen(c, "u1");
@@ -202,16 +217,17 @@ TEST(append_replay_summary_and_fence)
     etcd_fixture_stop(&fx);
 }
 
-/* Two processes race to append the same seq, many times: exactly one wins
- * each round and the other is told it was fenced. */
+/* Two processes race to append the same seq, many rounds: both open the
+ * journal (so both will append seq N+1 against the same summary revision),
+ * then both are released at once. Exactly one wins; the other is fenced. */
 TEST_T(two_processes_race_same_seq, 60)
 {
     struct etcd *c = start();
     enum { ROUNDS = 25 };
-    int go[2][2], res[2][2];
+    int ctl[2][2], res[2][2];
     pid_t pids[2];
     for (int p = 0; p < 2; p++) {
-        ASSERT_OK(pipe(go[p]));
+        ASSERT_OK(pipe(ctl[p]));
         ASSERT_OK(pipe(res[p]));
         pids[p] = fork();
         ASSERT_TRUE(pids[p] >= 0);
@@ -219,13 +235,21 @@ TEST_T(two_processes_race_same_seq, 60)
             struct etcd *cc = client();
             for (int round = 0; round < ROUNDS; round++) {
                 char b;
-                if (read(go[p][0], &b, 1) != 1)
+                if (read(ctl[p][0], &b, 1) != 1) /* "open" */
                     _exit(2);
                 struct journal *j = jopen(cc, "race");
+                char ready = 'R';
+                if (write(res[p][1], &ready, 1) != 1)
+                    _exit(3);
+                if (read(ctl[p][0], &b, 1) != 1) /* "go" */
+                    _exit(2);
                 struct tern_err e = {0};
                 cJSON *d = cJSON_CreateObject();
                 json_add_int64(d, "writer", p);
-                int r = journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_CALL, .data = d}, NULL, &e);
+                json_add_int64(d, "round", round);
+                int r = journal_append(
+                    j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_CALL, .data = d}, NULL,
+                    &e);
                 cJSON_Delete(d);
                 char out = r == 0 ? 'W' : r == TERN_EFENCED ? 'F' : 'E';
                 if (write(res[p][1], &out, 1) != 1)
@@ -236,20 +260,23 @@ TEST_T(two_processes_race_same_seq, 60)
             _exit(0);
         }
     }
-    /* each round: both open (same sum revision), then both append */
     int wins[2] = {0, 0};
     for (int round = 0; round < ROUNDS; round++) {
+        char r[2];
         for (int p = 0; p < 2; p++)
-            ASSERT_EQ_INT(write(go[p][1], "g", 1), 1);
-        char r0, r1;
-        ASSERT_EQ_INT(read(res[0][0], &r0, 1), 1);
-        ASSERT_EQ_INT(read(res[1][0], &r1, 1), 1);
-        ASSERT_TRUE(r0 != 'E' && r1 != 'E');
-        /* sequential luck may let both win (the second opened after the
-         * first appended); they can never both fail, and never duplicate */
-        ASSERT_TRUE(r0 == 'W' || r1 == 'W');
-        wins[0] += r0 == 'W';
-        wins[1] += r1 == 'W';
+            ASSERT_EQ_INT(write(ctl[p][1], "o", 1), 1);
+        for (int p = 0; p < 2; p++) {
+            ASSERT_EQ_INT(read(res[p][0], &r[p], 1), 1);
+            ASSERT_EQ_INT(r[p], 'R');
+        }
+        for (int p = 0; p < 2; p++)
+            ASSERT_EQ_INT(write(ctl[p][1], "g", 1), 1);
+        for (int p = 0; p < 2; p++)
+            ASSERT_EQ_INT(read(res[p][0], &r[p], 1), 1);
+        /* exactly one winner, and the loser is told it was fenced */
+        ASSERT_TRUE((r[0] == 'W' && r[1] == 'F') || (r[0] == 'F' && r[1] == 'W'));
+        wins[0] += r[0] == 'W';
+        wins[1] += r[1] == 'W';
     }
     for (int p = 0; p < 2; p++) {
         int st;
@@ -261,10 +288,11 @@ TEST_T(two_processes_race_same_seq, 60)
     struct tern_err e = {0};
     struct journal_summary rs;
     ASSERT_OK(journal_replay(j, 1, collect_fn, col, &rs, &e));
-    /* every win is exactly one event, no gaps */
-    ASSERT_EQ_INT(col->n, wins[0] + wins[1]);
-    ASSERT_EQ_INT(rs.last_seq, col->n);
-    ASSERT_EQ_INT(rs.usage.tool_calls, col->n);
+    /* one event per round, no gaps, no duplicates */
+    ASSERT_EQ_INT(col->n, ROUNDS);
+    ASSERT_EQ_INT(rs.last_seq, ROUNDS);
+    ASSERT_EQ_INT(rs.usage.tool_calls, ROUNDS);
+    fprintf(stderr, "wins: process 0: %d, process 1: %d\n", wins[0], wins[1]);
     journal_summary_done(&rs);
     journal_free(j);
     etcd_free(c);
@@ -278,7 +306,9 @@ TEST(stale_writer_is_fenced)
     struct tern_err e = {0};
     struct journal *a = jopen(c, "f"), *b = jopen(c, "f");
     append_i(a, JOURNAL_EV_TOOL_CALL, 1);
-    ASSERT_EQ_INT(journal_append(b, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_CALL}, NULL, &e), TERN_EFENCED);
+    ASSERT_EQ_INT(
+        journal_append(b, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_CALL}, NULL, &e),
+        TERN_EFENCED);
     ASSERT_EQ_INT(journal_summary(b)->last_seq, 0);
     journal_free(a);
     journal_free(b);
@@ -310,7 +340,8 @@ static void *appender_main(void *arg)
     for (int i = 0; i < ap->n;) {
         cJSON *d = cJSON_CreateObject();
         json_add_int64(d, "i", i);
-        int r = journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_RESULT, .data = d}, NULL, &e);
+        int r = journal_append(
+            j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_RESULT, .data = d}, NULL, &e);
         cJSON_Delete(d);
         if (r == 0) {
             i++;
@@ -372,9 +403,11 @@ TEST_T(kill_etcd_mid_appends_no_dup_no_gap, 90)
         ASSERT_EQ_INT(col->is[i], (int64_t)i);
     }
     ASSERT_EQ_INT(rs.last_seq, 150);
-    fprintf(stderr, "lost replies resolved by read-back: %llu (re-sent: %llu, retries: %llu, "
-            "unresolved after budget: %d)\n", (unsigned long long)ap.st.unknown_outcomes,
-            (unsigned long long)ap.st.resends, (unsigned long long)ap.st.retries, ap.unknowns);
+    fprintf(stderr,
+            "lost replies resolved by read-back: %llu (re-sent: %llu, retries: %llu, "
+            "unresolved after budget: %d)\n",
+            (unsigned long long)ap.st.unknown_outcomes, (unsigned long long)ap.st.resends,
+            (unsigned long long)ap.st.retries, ap.unknowns);
     journal_summary_done(&rs);
     journal_free(j);
     etcd_free(c);
@@ -400,7 +433,8 @@ TEST_T(lost_reply_resolved_by_read_back, 60)
     struct tern_err e = {0};
     const char *eps[] = {fx.url};
     struct etcd *c = NULL;
-    ASSERT_OK(etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1, .timeout_ms = 300}, &c, &e));
+    ASSERT_OK(etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1, .timeout_ms = 300},
+                       &c, &e));
     struct journal *j = jopen(c, "lost");
     append_i(j, JOURNAL_EV_TOOL_CALL, 0);
 
@@ -412,7 +446,9 @@ TEST_T(lost_reply_resolved_by_read_back, 60)
     pthread_join(th, NULL);
     struct journal_stats st;
     journal_get_stats(j, &st);
-    fprintf(stderr, "stats: unknown %llu resends %llu retries %llu\n", (unsigned long long)st.unknown_outcomes, (unsigned long long)st.resends, (unsigned long long)st.retries);
+    fprintf(stderr, "stats: unknown %llu resends %llu retries %llu\n",
+            (unsigned long long)st.unknown_outcomes, (unsigned long long)st.resends,
+            (unsigned long long)st.retries);
     ASSERT_CMP_INT(st.unknown_outcomes, >=, 1);
 
     /* 2: frozen until the append's budget runs out (undecided: the handle
@@ -423,8 +459,16 @@ TEST_T(lost_reply_resolved_by_read_back, 60)
     cJSON *d = cJSON_CreateObject();
     json_add_int64(d, "i", 2);
     kill(fx.pid, SIGSTOP);
-    ASSERT_EQ_INT(journal_append(short_j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_CALL, .data = d}, NULL, &e), TERN_EUNKNOWN);
-    ASSERT_EQ_INT(journal_append(short_j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_CALL, .data = d}, NULL, &e), TERN_EUNKNOWN);
+    ASSERT_EQ_INT(
+        journal_append(short_j,
+                       &(struct journal_append_req){.type = JOURNAL_EV_TOOL_CALL, .data = d}, NULL,
+                       &e),
+        TERN_EUNKNOWN);
+    ASSERT_EQ_INT(
+        journal_append(short_j,
+                       &(struct journal_append_req){.type = JOURNAL_EV_TOOL_CALL, .data = d}, NULL,
+                       &e),
+        TERN_EUNKNOWN);
     ASSERT_CONTAINS(e.msg, "journal_resolve");
     cJSON_Delete(d);
     etcd_fixture_kill(&fx);
@@ -525,18 +569,25 @@ TEST(replay_old_schema_v0)
     struct etcd *c = start();
     struct tern_err e = {0};
     const char *v0[] = {
-        "{\"seq\":1,\"kind\":\"user_message\",\"ts\":1700000000123,\"turn\":0,\"payload\":{\"text\":\"hi\"}}",
+        "{\"seq\":1,\"kind\":\"user_message\",\"ts\":1700000000123,\"turn\":0,\"payload\":{"
+        "\"text\":\"hi\"}}",
         "{\"seq\":2,\"kind\":\"turn_started\",\"ts\":1700000001000,\"turn\":1}",
-        "{\"seq\":3,\"kind\":\"model_response\",\"ts\":1700000002000,\"turn\":1,\"payload\":{\"tokens\":{\"in\":50,\"out\":5},\"tool_calls\":[{\"id\":\"c1\"}]}}",
-        "{\"seq\":4,\"kind\":\"tool_call\",\"ts\":1700000003000,\"turn\":1,\"idem\":\"old/c1\",\"payload\":{\"name\":\"exec_command\"}}",
-        "{\"seq\":5,\"kind\":\"tool_output\",\"ts\":1700000004000,\"turn\":1,\"idem\":\"old/c1\",\"payload\":{\"stdout\":\"ok\"}}",
-        "{\"seq\":6,\"kind\":\"turn_finished\",\"ts\":1700000005000,\"turn\":1,\"payload\":{\"outcome\":\"completed\"}}",
+        "{\"seq\":3,\"kind\":\"model_response\",\"ts\":1700000002000,\"turn\":1,\"payload\":{"
+        "\"tokens\":{\"in\":50,\"out\":5},\"tool_calls\":[{\"id\":\"c1\"}]}}",
+        "{\"seq\":4,\"kind\":\"tool_call\",\"ts\":1700000003000,\"turn\":1,\"idem\":\"old/"
+        "c1\",\"payload\":{\"name\":\"exec_command\"}}",
+        "{\"seq\":5,\"kind\":\"tool_output\",\"ts\":1700000004000,\"turn\":1,\"idem\":\"old/"
+        "c1\",\"payload\":{\"stdout\":\"ok\"}}",
+        "{\"seq\":6,\"kind\":\"turn_finished\",\"ts\":1700000005000,\"turn\":1,\"payload\":{"
+        "\"outcome\":\"completed\"}}",
     };
     for (int i = 0; i < 6; i++) {
         char key[80];
         snprintf(key, sizeof key, "/tern/v1/s/old/ev/%016x", i + 1);
         struct etcd_put_resp pr;
-        ASSERT_OK(etcd_put(c, &(struct etcd_put_req){.key = key, .value = v0[i], .value_len = strlen(v0[i])}, &pr, &e));
+        ASSERT_OK(etcd_put(
+            c, &(struct etcd_put_req){.key = key, .value = v0[i], .value_len = strlen(v0[i])}, &pr,
+            &e));
         etcd_put_resp_done(&pr);
     }
     struct journal *j = jopen(c, "old"); /* no sum: folded from the events */
@@ -583,7 +634,8 @@ TEST(oversize_event_chunked_and_truncation)
     cJSON *d = cJSON_CreateObject();
     json_add_string(d, "stdout", big);
     uint64_t seq = 0;
-    ASSERT_OK(journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_RESULT, .data = d}, &seq, &e));
+    ASSERT_OK(journal_append(
+        j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_RESULT, .data = d}, &seq, &e));
     ASSERT_EQ_INT(seq, 2);
     append_i(j, JOURNAL_EV_TOOL_CALL, 3);
     char *want = json_print(d);
@@ -603,9 +655,13 @@ TEST(oversize_event_chunked_and_truncation)
     h[TERN_JOURNAL_MAX_DATA + 1] = 0;
     json_add_string(huge, "stdout", h);
     free(h);
-    ASSERT_EQ_INT(journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_RESULT, .data = huge}, NULL, &e), TERN_ETOOLARGE);
+    ASSERT_EQ_INT(journal_append(
+                      j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_RESULT, .data = huge},
+                      NULL, &e),
+                  TERN_ETOOLARGE);
     cJSON *tr = journal_truncate_data(huge, 0);
-    ASSERT_OK(journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_RESULT, .data = tr}, &seq, &e));
+    ASSERT_OK(journal_append(
+        j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_RESULT, .data = tr}, &seq, &e));
     ASSERT_EQ_INT(seq, 4);
     ASSERT_TRUE(cJSON_IsTrue(json_get(tr, "truncated")));
     cJSON_Delete(tr);
@@ -684,6 +740,12 @@ TEST(compaction_snapshot_and_fork_copy)
     ASSERT_EQ_INT(rs.messages, before.messages);
     journal_summary_done(&rs);
     ASSERT_EQ_INT(journal_replay(j, 1, NULL, NULL, NULL, &e), TERN_ECOMPACTED);
+    /* a tail from the snapshot starts there too */
+    col = new_collect();
+    col->stop_at = 2;
+    ASSERT_EQ_INT(journal_tail(j, JOURNAL_FROM_SNAPSHOT, collect_fn, col, NULL, &e), 7);
+    ASSERT_EQ_INT(col->seqs[0], 31);
+    ASSERT_EQ_INT(col->seqs[1], 32);
     /* a fresh handle resumes from the stored summary */
     struct journal *k = jopen(c, "src");
     ASSERT_EQ_INT(journal_summary(k)->last_seq, 32);

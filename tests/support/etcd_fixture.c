@@ -167,8 +167,8 @@ static int wait_ready(struct etcd_fixture *f, struct tern_err *err)
             log_tail(f, err);
             break;
         }
-        struct httpc_request req = {.url = url, .timeout_ms = 1000, .connect_timeout_ms = 500,
-                                    .max_body = 4096};
+        struct httpc_request req = {
+            .url = url, .timeout_ms = 1000, .connect_timeout_ms = 500, .max_body = 4096};
         struct httpc_response resp;
         int hr = httpc_do(h, &req, &resp, NULL);
         bool ok = hr == 0 && resp.status == 200 && strstr(buf_str(&resp.body), "\"true\"");

@@ -37,14 +37,14 @@ struct etcd_fixture_opts {
 };
 
 struct etcd_fixture {
-    pid_t pid;              /* 0 when not running */
+    pid_t pid; /* 0 when not running */
     int client_port;
     int peer_port;
-    char url[64];           /* "http://127.0.0.1:<client_port>" */
-    int tls_port;           /* 0 without TLS */
-    char tls_url[64];       /* "https://127.0.0.1:<tls_port>" or "" */
-    char dir[512];          /* the fixture's directory (data in dir/data) */
-    char log[600];          /* etcd's stdout+stderr (appended across restarts) */
+    char url[64];     /* "http://127.0.0.1:<client_port>" */
+    int tls_port;     /* 0 without TLS */
+    char tls_url[64]; /* "https://127.0.0.1:<tls_port>" or "" */
+    char dir[512];    /* the fixture's directory (data in dir/data) */
+    char log[600];    /* etcd's stdout+stderr (appended across restarts) */
     struct etcd_fixture_opts opts;
 };
 

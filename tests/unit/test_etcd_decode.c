@@ -15,9 +15,11 @@ static cJSON *J(const char *s)
 
 TEST(range_reply_with_exact_int64_and_uint64_ids)
 {
-    cJSON *j = J("{\"header\":{\"cluster_id\":\"15118495548433857066\",\"member_id\":\"13668033151171901709\","
+    cJSON *j = J("{\"header\":{\"cluster_id\":\"15118495548433857066\",\"member_id\":"
+                 "\"13668033151171901709\","
                  "\"revision\":\"9007199254740993\",\"raft_term\":\"2\"},"
-                 "\"kvs\":[{\"key\":\"L3AvYQ==\",\"create_revision\":\"2\",\"mod_revision\":\"9007199254740993\","
+                 "\"kvs\":[{\"key\":\"L3AvYQ==\",\"create_revision\":\"2\",\"mod_revision\":"
+                 "\"9007199254740993\","
                  "\"version\":\"3\",\"value\":\"AAEC\",\"lease\":\"7587869727212519945\"},"
                  "{\"key\":\"L3AvYg==\"}],\"more\":true,\"count\":\"5\"}");
     struct etcd_range_resp r;
@@ -52,11 +54,11 @@ TEST(range_reply_with_exact_int64_and_uint64_ids)
 TEST(malformed_replies_are_parse_errors)
 {
     const char *bad[] = {
-        "{\"kvs\":[{\"key\":\"!!!\"}]}",               /* bad base64 */
-        "{\"kvs\":{\"key\":\"YQ==\"}}",                /* kvs not an array */
-        "{\"kvs\":[7]}",                               /* kv not an object */
-        "{\"header\":{\"revision\":\"12x\"}}",          /* not a number */
-        "{\"header\":{\"cluster_id\":\"-1\"}}",         /* not unsigned */
+        "{\"kvs\":[{\"key\":\"!!!\"}]}",        /* bad base64 */
+        "{\"kvs\":{\"key\":\"YQ==\"}}",         /* kvs not an array */
+        "{\"kvs\":[7]}",                        /* kv not an object */
+        "{\"header\":{\"revision\":\"12x\"}}",  /* not a number */
+        "{\"header\":{\"cluster_id\":\"-1\"}}", /* not unsigned */
         "{\"count\":true}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -73,8 +75,10 @@ TEST(malformed_replies_are_parse_errors)
 TEST(txn_failed_has_no_succeeded_and_mixed_responses)
 {
     /* a failed txn: "succeeded" absent (false), failure-branch range */
-    cJSON *j = J("{\"header\":{\"revision\":\"4\"},\"responses\":[{\"response_range\":{\"header\":{\"revision\":\"4\"},"
-                 "\"kvs\":[{\"key\":\"YQ==\",\"create_revision\":\"2\",\"mod_revision\":\"3\",\"version\":\"2\",\"value\":\"Mw==\"}],\"count\":\"1\"}}]}");
+    cJSON *j = J("{\"header\":{\"revision\":\"4\"},\"responses\":[{\"response_range\":{\"header\":{"
+                 "\"revision\":\"4\"},"
+                 "\"kvs\":[{\"key\":\"YQ==\",\"create_revision\":\"2\",\"mod_revision\":\"3\","
+                 "\"version\":\"2\",\"value\":\"Mw==\"}],\"count\":\"1\"}}]}");
     struct etcd_txn_resp t;
     struct tern_err e = {0};
     ASSERT_OK(dec_txn(j, &t, &e));
@@ -86,8 +90,10 @@ TEST(txn_failed_has_no_succeeded_and_mixed_responses)
     cJSON_Delete(j);
 
     j = J("{\"header\":{\"revision\":\"3\"},\"succeeded\":true,\"responses\":["
-          "{\"response_put\":{\"header\":{\"revision\":\"3\"},\"prev_kv\":{\"key\":\"YQ==\",\"mod_revision\":\"2\",\"value\":\"MQ==\"}}},"
-          "{\"response_delete_range\":{\"header\":{\"revision\":\"3\"},\"deleted\":\"2\",\"prev_kvs\":[{\"key\":\"Yg==\"},{\"key\":\"Yw==\"}]}},"
+          "{\"response_put\":{\"header\":{\"revision\":\"3\"},\"prev_kv\":{\"key\":\"YQ==\",\"mod_"
+          "revision\":\"2\",\"value\":\"MQ==\"}}},"
+          "{\"response_delete_range\":{\"header\":{\"revision\":\"3\"},\"deleted\":\"2\",\"prev_"
+          "kvs\":[{\"key\":\"Yg==\"},{\"key\":\"Yw==\"}]}},"
           "{\"response_put\":{\"header\":{\"revision\":\"3\"}}}]}");
     ASSERT_OK(dec_txn(j, &t, &e));
     ASSERT_TRUE(t.succeeded);
@@ -112,17 +118,27 @@ TEST(error_bodies_map_to_typed_codes)
         int code;
         bool unavailable;
     } cases[] = {
-        {400, "{\"error\":\"etcdserver: mvcc: required revision has been compacted\",\"code\":11}", TERN_ECOMPACTED, false},
-        {400, "{\"error\":\"etcdserver: mvcc: required revision is a future revision\",\"code\":11}", TERN_EINVALID, false},
-        {400, "{\"error\":\"etcdserver: request is too large\",\"message\":\"etcdserver: request is too large\",\"code\":3}", TERN_ETOOLARGE, false},
-        {404, "{\"error\":\"etcdserver: requested lease not found\",\"code\":5}", TERN_ENOTFOUND, false},
+        {400, "{\"error\":\"etcdserver: mvcc: required revision has been compacted\",\"code\":11}",
+         TERN_ECOMPACTED, false},
+        {400,
+         "{\"error\":\"etcdserver: mvcc: required revision is a future revision\",\"code\":11}",
+         TERN_EINVALID, false},
+        {400,
+         "{\"error\":\"etcdserver: request is too large\",\"message\":\"etcdserver: request is too "
+         "large\",\"code\":3}",
+         TERN_ETOOLARGE, false},
+        {404, "{\"error\":\"etcdserver: requested lease not found\",\"code\":5}", TERN_ENOTFOUND,
+         false},
         {401, "{\"error\":\"etcdserver: invalid auth token\",\"code\":16}", TERN_EAUTH, false},
         {403, "{\"error\":\"etcdserver: permission denied\",\"code\":7}", TERN_EAUTH, false},
         {503, "{\"error\":\"etcdserver: no leader\",\"code\":14}", TERN_EUNREACHABLE, true},
         {504, "{\"error\":\"context deadline exceeded\",\"code\":4}", TERN_ETIMEOUT, true},
         {500, "{\"error\":\"something\",\"code\":2}", TERN_EHTTP, false},
         {400, "{\"error\":\"etcdserver: user name is empty\",\"code\":3}", TERN_EAUTH, false},
-        {400, "{\"error\":\"etcdserver: authentication failed, invalid user ID or password\",\"code\":3}", TERN_EAUTH, false},
+        {400,
+         "{\"error\":\"etcdserver: authentication failed, invalid user ID or "
+         "password\",\"code\":3}",
+         TERN_EAUTH, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cJSON *j = J(cases[i].body);
@@ -152,13 +168,17 @@ static struct watch_msg decode_line(const char *s, int want)
 
 TEST(watch_lines)
 {
-    struct watch_msg m = decode_line("{\"result\":{\"header\":{\"revision\":\"2\"},\"created\":true}}", 0);
+    struct watch_msg m =
+        decode_line("{\"result\":{\"header\":{\"revision\":\"2\"},\"created\":true}}", 0);
     ASSERT_TRUE(m.created);
     ASSERT_EQ_INT(m.nevents, 0);
     watch_msg_done(&m);
 
-    m = decode_line("{\"result\":{\"header\":{\"revision\":\"4\"},\"events\":[{\"kv\":{\"key\":\"YQ==\",\"mod_revision\":\"3\",\"value\":\"Mw==\"},"
-                    "\"prev_kv\":{\"key\":\"YQ==\",\"value\":\"MQ==\"}},{\"type\":\"DELETE\",\"kv\":{\"key\":\"YQ==\",\"mod_revision\":\"4\"}}]}}", 0);
+    m = decode_line("{\"result\":{\"header\":{\"revision\":\"4\"},\"events\":[{\"kv\":{\"key\":"
+                    "\"YQ==\",\"mod_revision\":\"3\",\"value\":\"Mw==\"},"
+                    "\"prev_kv\":{\"key\":\"YQ==\",\"value\":\"MQ==\"}},{\"type\":\"DELETE\","
+                    "\"kv\":{\"key\":\"YQ==\",\"mod_revision\":\"4\"}}]}}",
+                    0);
     ASSERT_EQ_INT(m.nevents, 2);
     ASSERT_EQ_INT(m.events[0].type, ETCD_EVENT_PUT);
     ASSERT_TRUE(m.events[0].has_prev_kv);
@@ -169,12 +189,16 @@ TEST(watch_lines)
     watch_msg_done(&m);
 
     /* compaction: canceled + compact_revision; the header has no revision */
-    m = decode_line("{\"result\":{\"header\":{\"raft_term\":\"2\"},\"canceled\":true,\"compact_revision\":\"7\"}}", 0);
+    m = decode_line("{\"result\":{\"header\":{\"raft_term\":\"2\"},\"canceled\":true,\"compact_"
+                    "revision\":\"7\"}}",
+                    0);
     ASSERT_TRUE(m.canceled);
     ASSERT_EQ_INT(m.compact_revision, 7);
     watch_msg_done(&m);
 
-    m = decode_line("{\"error\":{\"grpc_code\":16,\"http_code\":401,\"message\":\"etcdserver: invalid auth token\"}}", 0);
+    m = decode_line("{\"error\":{\"grpc_code\":16,\"http_code\":401,\"message\":\"etcdserver: "
+                    "invalid auth token\"}}",
+                    0);
     ASSERT_TRUE(m.is_error);
     ASSERT_EQ_INT(m.error_code, TERN_EAUTH);
     watch_msg_done(&m);
@@ -201,15 +225,18 @@ TEST(watch_stream_state)
     const char *created = "{\"result\":{\"header\":{\"revision\":\"6\"},\"created\":true}}";
     ASSERT_OK(watch_on_line(&st, created, strlen(created)));
     ASSERT_TRUE(st.created);
-    const char *l1 = "{\"result\":{\"header\":{\"revision\":\"6\"},\"events\":[{\"kv\":{\"key\":\"YQ==\",\"mod_revision\":\"4\"}},{\"kv\":{\"key\":\"YQ==\",\"mod_revision\":\"6\"}}]}}";
+    const char *l1 =
+        "{\"result\":{\"header\":{\"revision\":\"6\"},\"events\":[{\"kv\":{\"key\":\"YQ==\",\"mod_"
+        "revision\":\"4\"}},{\"kv\":{\"key\":\"YQ==\",\"mod_revision\":\"6\"}}]}}";
     ASSERT_OK(watch_on_line(&st, l1, strlen(l1)));
-    ASSERT_EQ_INT(n, 1);          /* revision 4 was delivered before */
+    ASSERT_EQ_INT(n, 1); /* revision 4 was delivered before */
     ASSERT_EQ_INT(st.next_rev, 7);
     const char *prog = "{\"result\":{\"header\":{\"revision\":\"8\"}}}";
     ASSERT_OK(watch_on_line(&st, prog, strlen(prog)));
     ASSERT_EQ_INT(st.next_rev, 9);
     ASSERT_OK(watch_on_line(&st, "  ", 2));
-    const char *l2 = "{\"result\":{\"header\":{\"revision\":\"9\"},\"events\":[{\"kv\":{\"key\":\"YQ==\",\"mod_revision\":\"9\"}}]}}";
+    const char *l2 = "{\"result\":{\"header\":{\"revision\":\"9\"},\"events\":[{\"kv\":{\"key\":"
+                     "\"YQ==\",\"mod_revision\":\"9\"}}]}}";
     ASSERT_EQ_INT(watch_on_line(&st, l2, strlen(l2)), 5);
     ASSERT_EQ_INT(st.stop, WATCH_STOP_CALLER);
     const char *cmp = "{\"result\":{\"canceled\":true,\"compact_revision\":\"12\"}}";
@@ -223,8 +250,10 @@ TEST(request_encoding)
     struct tern_err e = {0};
     cJSON *o = NULL;
     /* prefix: key and range end ("/p/" -> "/p0") */
-    ASSERT_OK(enc_range(&(struct etcd_range_req){.keys = {.key = "/p/", .prefix = true}, .limit = 10,
-                                                 .revision = 9007199254740993ll, .keys_only = true},
+    ASSERT_OK(enc_range(&(struct etcd_range_req){.keys = {.key = "/p/", .prefix = true},
+                                                 .limit = 10,
+                                                 .revision = 9007199254740993ll,
+                                                 .keys_only = true},
                         &o, &e));
     char *s = json_print(o);
     ASSERT_CONTAINS(s, "\"key\":\"L3Av\"");
@@ -248,13 +277,20 @@ TEST(request_encoding)
     struct etcd_compare cmps[] = {
         {.keys = {.key = "k"}, .target = ETCD_CMP_CREATE, .number = 0},
         {.keys = {.key = "s"}, .target = ETCD_CMP_MOD, .result = ETCD_CMP_LESS, .number = 12},
-        {.keys = {.key = "v"}, .target = ETCD_CMP_VALUE, .result = ETCD_CMP_NOT_EQUAL, .value = "x", .value_len = 1},
+        {.keys = {.key = "v"},
+         .target = ETCD_CMP_VALUE,
+         .result = ETCD_CMP_NOT_EQUAL,
+         .value = "x",
+         .value_len = 1},
     };
-    struct etcd_op ops[] = {{.type = ETCD_OP_PUT, .put = {.key = "k", .value = "1", .value_len = 1, .lease = 5}},
-                            {.type = ETCD_OP_DELETE, .del = {.keys = {.key = "d"}, .prev_kv = true}}};
+    struct etcd_op ops[] = {
+        {.type = ETCD_OP_PUT, .put = {.key = "k", .value = "1", .value_len = 1, .lease = 5}},
+        {.type = ETCD_OP_DELETE, .del = {.keys = {.key = "d"}, .prev_kv = true}}};
     ASSERT_OK(enc_txn(&(struct etcd_txn_req){cmps, 3, ops, 2, ops, 1}, &o, &e));
     s = json_print(o);
-    ASSERT_CONTAINS(s, "{\"key\":\"aw==\",\"target\":\"CREATE\",\"result\":\"EQUAL\",\"create_revision\":\"0\"}");
+    ASSERT_CONTAINS(
+        s,
+        "{\"key\":\"aw==\",\"target\":\"CREATE\",\"result\":\"EQUAL\",\"create_revision\":\"0\"}");
     ASSERT_CONTAINS(s, "\"target\":\"MOD\",\"result\":\"LESS\",\"mod_revision\":\"12\"");
     ASSERT_CONTAINS(s, "\"target\":\"VALUE\",\"result\":\"NOT_EQUAL\",\"value\":\"eA==\"");
     ASSERT_CONTAINS(s, "\"request_put\":{\"key\":\"aw==\",\"value\":\"MQ==\",\"lease\":\"5\"}");
@@ -269,10 +305,15 @@ TEST(config_validation)
     struct etcd *c = NULL;
     struct tern_err e = {0};
     const char *bad[] = {"tcp://x:1"};
-    ASSERT_EQ_INT(etcd_new(&(struct etcd_config){.endpoints = bad, .nendpoints = 1}, &c, &e), TERN_EINVALID);
-    ASSERT_EQ_INT(etcd_new(&(struct etcd_config){.endpoints = bad, .nendpoints = 0}, &c, &e), TERN_EINVALID);
+    ASSERT_EQ_INT(etcd_new(&(struct etcd_config){.endpoints = bad, .nendpoints = 1}, &c, &e),
+                  TERN_EINVALID);
+    ASSERT_EQ_INT(etcd_new(&(struct etcd_config){.endpoints = bad, .nendpoints = 0}, &c, &e),
+                  TERN_EINVALID);
     const char *good[] = {"http://127.0.0.1:1/"};
-    ASSERT_EQ_INT(etcd_new(&(struct etcd_config){.endpoints = good, .nendpoints = 1, .username = "u"}, &c, &e), TERN_EINVALID);
+    ASSERT_EQ_INT(
+        etcd_new(&(struct etcd_config){.endpoints = good, .nendpoints = 1, .username = "u"}, &c,
+                 &e),
+        TERN_EINVALID);
     ASSERT_OK(etcd_new(&(struct etcd_config){.endpoints = good, .nendpoints = 1}, &c, &e));
     ASSERT_EQ_STR(c->eps[0], "http://127.0.0.1:1");
     etcd_free(c);

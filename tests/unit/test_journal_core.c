@@ -33,8 +33,10 @@ static void dec_err(const char *s, const char *msg_part)
 
 TEST(decode_v1)
 {
-    struct journal_event ev = dec("{\"v\":1,\"seq\":42,\"type\":\"tool_call\",\"time\":\"2026-11-30T00:00:00.123456789Z\","
-                                  "\"turn\":3,\"key\":\"uid/call-1\",\"data\":{\"name\":\"exec_command\",\"n\":9007199254740993}}");
+    struct journal_event ev = dec(
+        "{\"v\":1,\"seq\":42,\"type\":\"tool_call\",\"time\":\"2026-11-30T00:00:00.123456789Z\","
+        "\"turn\":3,\"key\":\"uid/"
+        "call-1\",\"data\":{\"name\":\"exec_command\",\"n\":9007199254740993}}");
     ASSERT_EQ_INT(ev.v, 1);
     ASSERT_EQ_INT(ev.seq, 42);
     ASSERT_EQ_INT(ev.type, JOURNAL_EV_TOOL_CALL);
@@ -56,7 +58,8 @@ TEST(decode_v1)
     journal_event_done(&ev);
 
     /* future types are kept as UNKNOWN; absent data is {} */
-    ev = dec("{\"v\":1,\"seq\":1,\"type\":\"brand_new\",\"time\":\"2026-11-30T00:00:00Z\",\"extra\":1}");
+    ev = dec(
+        "{\"v\":1,\"seq\":1,\"type\":\"brand_new\",\"time\":\"2026-11-30T00:00:00Z\",\"extra\":1}");
     ASSERT_EQ_INT(ev.type, JOURNAL_EV_UNKNOWN);
     ASSERT_EQ_STR(ev.type_name, "brand_new");
     ASSERT_TRUE(cJSON_IsObject(ev.data));
@@ -66,13 +69,15 @@ TEST(decode_v1)
 
 TEST(decode_v0_converts)
 {
-    struct journal_event ev = dec("{\"seq\":5,\"kind\":\"tool_output\",\"ts\":1700000004005,\"turn\":1,\"idem\":\"k\",\"payload\":{\"stdout\":\"ok\"}}");
+    struct journal_event ev = dec("{\"seq\":5,\"kind\":\"tool_output\",\"ts\":1700000004005,"
+                                  "\"turn\":1,\"idem\":\"k\",\"payload\":{\"stdout\":\"ok\"}}");
     ASSERT_EQ_INT(ev.v, 0);
     ASSERT_EQ_INT(ev.type, JOURNAL_EV_TOOL_RESULT);
     ASSERT_EQ_STR(ev.time, "2023-11-14T22:13:24.005000000Z");
     ASSERT_EQ_STR(ev.key, "k");
     journal_event_done(&ev);
-    ev = dec("{\"seq\":3,\"kind\":\"model_response\",\"ts\":0,\"payload\":{\"tokens\":{\"in\":50,\"out\":5}}}");
+    ev = dec("{\"seq\":3,\"kind\":\"model_response\",\"ts\":0,\"payload\":{\"tokens\":{\"in\":50,"
+             "\"out\":5}}}");
     const cJSON *u = json_get(ev.data, "usage");
     ASSERT_NOT_NULL(u);
     ASSERT_NULL(json_get(ev.data, "tokens"));
@@ -85,19 +90,26 @@ TEST(decode_v0_converts)
 TEST(decode_rejects)
 {
     dec_err("[]", "not an object");
-    dec_err("{\"v\":2,\"seq\":1,\"type\":\"x\",\"time\":\"2026-11-30T00:00:00Z\"}", "unsupported schema version 2");
+    dec_err("{\"v\":2,\"seq\":1,\"type\":\"x\",\"time\":\"2026-11-30T00:00:00Z\"}",
+            "unsupported schema version 2");
     dec_err("{\"v\":1,\"seq\":0,\"type\":\"x\",\"time\":\"2026-11-30T00:00:00Z\"}", "event.seq");
-    dec_err("{\"v\":1,\"seq\":1,\"type\":\"Bad Type\",\"time\":\"2026-11-30T00:00:00Z\"}", "event.type");
+    dec_err("{\"v\":1,\"seq\":1,\"type\":\"Bad Type\",\"time\":\"2026-11-30T00:00:00Z\"}",
+            "event.type");
     dec_err("{\"v\":1,\"seq\":1,\"type\":\"x\",\"time\":\"yesterday\"}", "event.time");
-    dec_err("{\"v\":1,\"seq\":1,\"type\":\"x\",\"time\":\"2026-11-30T00:00:00Z\",\"data\":[1]}", "event.data");
-    dec_err("{\"v\":1,\"seq\":1,\"type\":\"x\",\"time\":\"2026-11-30T00:00:00Z\",\"turn\":-1}", "event.turn");
-    dec_err("{\"v\":1,\"seq\":1,\"type\":\"x\",\"time\":\"2026-11-30T00:00:00Z\",\"chunks\":{\"id\":\"a/b\",\"n\":1,\"bytes\":5}}", "chunks");
+    dec_err("{\"v\":1,\"seq\":1,\"type\":\"x\",\"time\":\"2026-11-30T00:00:00Z\",\"data\":[1]}",
+            "event.data");
+    dec_err("{\"v\":1,\"seq\":1,\"type\":\"x\",\"time\":\"2026-11-30T00:00:00Z\",\"turn\":-1}",
+            "event.turn");
+    dec_err("{\"v\":1,\"seq\":1,\"type\":\"x\",\"time\":\"2026-11-30T00:00:00Z\",\"chunks\":{"
+            "\"id\":\"a/b\",\"n\":1,\"bytes\":5}}",
+            "chunks");
     dec_err("{\"seq\":1,\"kind\":\"x\"}", "event.ts");
     dec_err("{\"v\":1,\"v\":1}", "duplicate");
     /* a chunk head is refused where chunks are not expected */
     struct journal_event ev;
     struct tern_err e = {0};
-    const char *head = "{\"v\":1,\"seq\":1,\"type\":\"x\",\"time\":\"2026-11-30T00:00:00Z\",\"chunks\":{\"id\":\"ab\",\"n\":2,\"bytes\":600000}}";
+    const char *head = "{\"v\":1,\"seq\":1,\"type\":\"x\",\"time\":\"2026-11-30T00:00:00Z\","
+                       "\"chunks\":{\"id\":\"ab\",\"n\":2,\"bytes\":600000}}";
     ASSERT_EQ_INT(journal_event_decode(head, strlen(head), &ev, NULL, &e), TERN_EPARSE);
     cJSON *ch = NULL;
     ASSERT_OK(journal_event_decode(head, strlen(head), &ev, &ch, &e));
@@ -109,8 +121,11 @@ TEST(decode_rejects)
 static void apply(struct journal_summary *s, uint64_t seq, const char *type, int64_t turn,
                   const char *data)
 {
-    struct journal_event ev = {.seq = seq, .type = journal_type_parse(type), .type_name = (char *)type,
-                               .time = (char *)"2026-11-30T00:00:00.000000001Z", .turn = turn,
+    struct journal_event ev = {.seq = seq,
+                               .type = journal_type_parse(type),
+                               .type_name = (char *)type,
+                               .time = (char *)"2026-11-30T00:00:00.000000001Z",
+                               .turn = turn,
                                .data = cJSON_Parse(data ? data : "{}")};
     int r = journal_summary_apply(s, &ev);
     cJSON_Delete(ev.data);
@@ -124,9 +139,11 @@ TEST(summary_fold)
     journal_summary_init(&s);
     apply(&s, 1, "user_message", 0, "{\"text\":\"hi\"}");
     apply(&s, 2, "turn_started", 1, NULL);
-    apply(&s, 3, "model_response", 1, "{\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":20,\"cost_micro_usd\":7}}");
+    apply(&s, 3, "model_response", 1,
+          "{\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":20,\"cost_micro_usd\":7}}");
     apply(&s, 4, "tool_call", 1, NULL);
-    apply(&s, 5, "approval_requested", 1, "{\"id\":\"ap-1\",\"tool\":\"exec_command\",\"summary\":\"git push\"}");
+    apply(&s, 5, "approval_requested", 1,
+          "{\"id\":\"ap-1\",\"tool\":\"exec_command\",\"summary\":\"git push\"}");
     apply(&s, 6, "turn_finished", 1, "{\"outcome\":\"approval_requested\"}");
     ASSERT_EQ_STR(s.pending.id, "ap-1");
     ASSERT_EQ_STR(s.outcome, "approval_requested");
@@ -136,7 +153,8 @@ TEST(summary_fold)
     ASSERT_NULL(s.pending.id);
     apply(&s, 9, "turn_started", 2, NULL);
     ASSERT_NULL(s.outcome);
-    apply(&s, 10, "model_response", 2, "{\"usage\":{\"prompt_tokens\":-5,\"completion_tokens\":\"x\"}}");
+    apply(&s, 10, "model_response", 2,
+          "{\"usage\":{\"prompt_tokens\":-5,\"completion_tokens\":\"x\"}}");
     apply(&s, 11, "mystery", 2, NULL);
     ASSERT_EQ_INT(s.last_seq, 11);
     ASSERT_EQ_INT(s.turn, 2);
@@ -156,7 +174,8 @@ TEST(summary_fold)
     /* JSON round trip */
     cJSON *j = journal_summary_to_json(&s);
     char *txt = json_print(j);
-    ASSERT_CONTAINS(txt, "\"usage\":{\"modelTurns\":2,\"toolCalls\":1,\"promptTokens\":100,\"completionTokens\":20,\"costMicroUSD\":7}");
+    ASSERT_CONTAINS(txt, "\"usage\":{\"modelTurns\":2,\"toolCalls\":1,\"promptTokens\":100,"
+                         "\"completionTokens\":20,\"costMicroUSD\":7}");
     struct journal_summary t;
     struct tern_err e = {0};
     ASSERT_OK(journal_summary_decode(txt, strlen(txt), &t, &e));
@@ -218,4 +237,27 @@ TEST(types_and_truncation)
     ASSERT_NULL(journal_prefix("a/b"));
     ASSERT_NULL(journal_prefix(".."));
     ASSERT_NULL(journal_prefix(""));
+}
+
+TEST(key_parse)
+{
+    char uid[TERN_JOURNAL_MAX_UID + 1];
+    uint64_t seq = 0;
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/abc-1/sum", uid, NULL), JOURNAL_KEY_SUM);
+    ASSERT_EQ_STR(uid, "abc-1");
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/ev/000000000000002a", uid, &seq),
+                  JOURNAL_KEY_EVENT);
+    ASSERT_EQ_INT(seq, 42);
+    ASSERT_EQ_STR(uid, "u");
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/ch/000000000000002a/ab/0000", uid, NULL),
+                  JOURNAL_KEY_CHUNK);
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/lock", uid, NULL), JOURNAL_KEY_LOCK);
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/meta", uid, NULL), JOURNAL_KEY_META);
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/ev/2a", uid, NULL), JOURNAL_KEY_OTHER);
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/ev/0000000000000000", uid, NULL),
+                  JOURNAL_KEY_OTHER);
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s//sum", uid, NULL), JOURNAL_KEY_OTHER);
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/../sum", uid, NULL), JOURNAL_KEY_OTHER);
+    ASSERT_EQ_INT(journal_key_parse("/registry/pods/x", uid, NULL), JOURNAL_KEY_OTHER);
+    ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/summary", uid, NULL), JOURNAL_KEY_OTHER);
 }

@@ -12,6 +12,7 @@
 #include "json/json.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,10 +147,13 @@ static int decode_v0(const cJSON *o, struct journal_event *ev, struct tern_err *
     ev->key = idem ? xstrdup(idem) : NULL;
     ev->data = payload ? json_dup(payload) : cJSON_CreateObject();
     const cJSON *tok = json_get(ev->data, "tokens");
-    if (ev->type == JOURNAL_EV_MODEL_RESPONSE && cJSON_IsObject(tok) && !json_get(ev->data, "usage")) {
+    if (ev->type == JOURNAL_EV_MODEL_RESPONSE && cJSON_IsObject(tok) &&
+        !json_get(ev->data, "usage")) {
         int64_t in = 0, out = 0;
-        if (json_get_int_range(tok, "event.payload.tokens", "in", JSON_OPTIONAL, 0, INT64_MAX, &in, err) ||
-            json_get_int_range(tok, "event.payload.tokens", "out", JSON_OPTIONAL, 0, INT64_MAX, &out, err)) {
+        if (json_get_int_range(tok, "event.payload.tokens", "in", JSON_OPTIONAL, 0, INT64_MAX, &in,
+                               err) ||
+            json_get_int_range(tok, "event.payload.tokens", "out", JSON_OPTIONAL, 0, INT64_MAX,
+                               &out, err)) {
             journal_event_done(ev);
             return TERN_EPARSE;
         }
@@ -167,6 +171,8 @@ int journal_event_decode(const char *value, size_t len, struct journal_event *re
     struct journal_event ev = {0};
     cJSON *o = NULL;
     int r = 0;
+    if (ret_chunks)
+        *ret_chunks = NULL;
     if (len > TERN_JOURNAL_MAX_EVENT + 4096)
         return err_set(err, TERN_ETOOLARGE, "event: %zu bytes exceeds the bound", len);
     r = json_parse(value, len, &o, err);
@@ -374,7 +380,8 @@ int journal_summary_apply(struct journal_summary *s, const struct journal_event 
         s->usage.prompt_tokens = sat_add(s->usage.prompt_tokens, data_nonneg(u, "prompt_tokens"));
         s->usage.completion_tokens =
             sat_add(s->usage.completion_tokens, data_nonneg(u, "completion_tokens"));
-        s->usage.cost_micro_usd = sat_add(s->usage.cost_micro_usd, data_nonneg(u, "cost_micro_usd"));
+        s->usage.cost_micro_usd =
+            sat_add(s->usage.cost_micro_usd, data_nonneg(u, "cost_micro_usd"));
         break;
     }
     case JOURNAL_EV_TOOL_CALL:
@@ -494,20 +501,29 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
         json_get_int_range(o, "summary", "v", JSON_REQUIRED, 1, 1, &v, err) ||
         json_get_int_range(o, "summary", "lastSeq", JSON_REQUIRED, 0, INT64_MAX, &last, err) ||
         json_get_int_range(o, "summary", "turn", JSON_OPTIONAL, 0, INT64_MAX, &s.turn, err) ||
-        json_get_int_range(o, "summary", "messages", JSON_OPTIONAL, 0, INT64_MAX, &s.messages, err) ||
+        json_get_int_range(o, "summary", "messages", JSON_OPTIONAL, 0, INT64_MAX, &s.messages,
+                           err) ||
         json_get_int_range(o, "summary", "snapshotSeq", JSON_OPTIONAL, 0, INT64_MAX, &snap, err) ||
         json_get_object(o, "summary", "usage", JSON_OPTIONAL, &u, err) ||
         json_get_object(o, "summary", "pendingApproval", JSON_OPTIONAL, &p, err) ||
         json_get_string(o, "summary", "outcome", JSON_OPTIONAL, &outcome, err) ||
         json_get_string(o, "summary", "updated", JSON_OPTIONAL, &updated, err)) {
-        r = err_set(err, TERN_EPARSE, "summary: %s", err ? err->msg : "malformed");
+        /* the getter named the field; report it as a parse error */
+        r = cJSON_IsObject(o) ? TERN_EPARSE : err_set(err, TERN_EPARSE, "summary: not an object");
+        if (err)
+            err->code = r;
         goto out;
     }
-    if (u && (json_get_int_range(u, "summary.usage", "modelTurns", JSON_OPTIONAL, 0, INT64_MAX, &s.usage.model_turns, err) ||
-              json_get_int_range(u, "summary.usage", "toolCalls", JSON_OPTIONAL, 0, INT64_MAX, &s.usage.tool_calls, err) ||
-              json_get_int_range(u, "summary.usage", "promptTokens", JSON_OPTIONAL, 0, INT64_MAX, &s.usage.prompt_tokens, err) ||
-              json_get_int_range(u, "summary.usage", "completionTokens", JSON_OPTIONAL, 0, INT64_MAX, &s.usage.completion_tokens, err) ||
-              json_get_int_range(u, "summary.usage", "costMicroUSD", JSON_OPTIONAL, 0, INT64_MAX, &s.usage.cost_micro_usd, err))) {
+    if (u && (json_get_int_range(u, "summary.usage", "modelTurns", JSON_OPTIONAL, 0, INT64_MAX,
+                                 &s.usage.model_turns, err) ||
+              json_get_int_range(u, "summary.usage", "toolCalls", JSON_OPTIONAL, 0, INT64_MAX,
+                                 &s.usage.tool_calls, err) ||
+              json_get_int_range(u, "summary.usage", "promptTokens", JSON_OPTIONAL, 0, INT64_MAX,
+                                 &s.usage.prompt_tokens, err) ||
+              json_get_int_range(u, "summary.usage", "completionTokens", JSON_OPTIONAL, 0,
+                                 INT64_MAX, &s.usage.completion_tokens, err) ||
+              json_get_int_range(u, "summary.usage", "costMicroUSD", JSON_OPTIONAL, 0, INT64_MAX,
+                                 &s.usage.cost_micro_usd, err))) {
         r = TERN_EPARSE;
         goto out;
     }
@@ -569,10 +585,10 @@ cJSON *journal_truncate_data(const cJSON *data, size_t max_bytes)
 struct journal {
     struct etcd *c;
     char *uid;
-    char *prefix;           /* /tern/v1/s/<uid>/ */
+    char *prefix; /* /tern/v1/s/<uid>/ */
     char *sum_key;
     struct journal_summary sum;
-    int64_t seen;           /* mod_revision of sum as last read/written; 0 = absent */
+    int64_t seen; /* mod_revision of sum as last read/written; 0 = absent */
     long retry_ms;
     size_t page;
     /* an append whose outcome is unknown */
@@ -641,6 +657,41 @@ static uint64_t key_seq(const char *prefix, const char *key)
     if (num_parse_hex64(key + pl + 3, 16, &seq))
         return 0;
     return seq;
+}
+
+enum journal_key_kind journal_key_parse(const char *key, char *uid, uint64_t *ret_seq)
+{
+    size_t pl = strlen(JOURNAL_ALL_PREFIX);
+    if (!key || strncmp(key, JOURNAL_ALL_PREFIX, pl) != 0)
+        return JOURNAL_KEY_OTHER;
+    const char *u = key + pl, *slash = strchr(u, '/');
+    if (!slash || slash == u || (size_t)(slash - u) > TERN_JOURNAL_MAX_UID)
+        return JOURNAL_KEY_OTHER;
+    char tmp[TERN_JOURNAL_MAX_UID + 1];
+    memcpy(tmp, u, (size_t)(slash - u));
+    tmp[slash - u] = 0;
+    if (!valid_uid(tmp))
+        return JOURNAL_KEY_OTHER;
+    const char *rest = slash + 1;
+    enum journal_key_kind k = JOURNAL_KEY_OTHER;
+    uint64_t seq = 0;
+    if (strcmp(rest, "sum") == 0)
+        k = JOURNAL_KEY_SUM;
+    else if (strcmp(rest, "meta") == 0)
+        k = JOURNAL_KEY_META;
+    else if (strcmp(rest, "lock") == 0)
+        k = JOURNAL_KEY_LOCK;
+    else if (strncmp(rest, "ch/", 3) == 0)
+        k = JOURNAL_KEY_CHUNK;
+    else if (strncmp(rest, "ev/", 3) == 0 && strlen(rest + 3) == 16 &&
+             num_parse_hex64(rest + 3, 16, &seq) == 0 && seq > 0)
+        k = JOURNAL_KEY_EVENT;
+    if (k == JOURNAL_KEY_OTHER)
+        return k;
+    memcpy(uid, tmp, (size_t)(slash - u) + 1);
+    if (k == JOURNAL_KEY_EVENT && ret_seq)
+        *ret_seq = seq;
+    return k;
 }
 
 /* Retry policy for calls that may be repeated safely. */
@@ -761,8 +812,7 @@ int journal_refresh(struct journal *j, struct tern_err *err)
     return load_state(j, err);
 }
 
-int journal_create_meta(struct journal *j, const char *ns, const char *name,
-                        struct tern_err *err)
+int journal_create_meta(struct journal *j, const char *ns, const char *name, struct tern_err *err)
 {
     cJSON *m = cJSON_CreateObject();
     json_add_string(m, "namespace", ns ? ns : "");
@@ -851,8 +901,10 @@ static int commit_txn(struct journal *j, const struct commit *cm, int64_t *ret_r
         {.keys = {.key = j->sum_key}, .target = ETCD_CMP_MOD, .number = j->seen},
     };
     struct etcd_op succ[] = {
-        {.type = ETCD_OP_PUT, .put = {.key = cm->ev_key, .value = cm->ev_value, .value_len = cm->ev_len}},
-        {.type = ETCD_OP_PUT, .put = {.key = j->sum_key, .value = cm->sum_value, .value_len = cm->sum_len}},
+        {.type = ETCD_OP_PUT,
+         .put = {.key = cm->ev_key, .value = cm->ev_value, .value_len = cm->ev_len}},
+        {.type = ETCD_OP_PUT,
+         .put = {.key = j->sum_key, .value = cm->sum_value, .value_len = cm->sum_len}},
     };
     struct etcd_op fail[] = {
         {.type = ETCD_OP_RANGE, .range = {.keys = {.key = cm->ev_key}}},
@@ -862,6 +914,7 @@ static int commit_txn(struct journal *j, const struct commit *cm, int64_t *ret_r
     long deadline = now_ms() + j->retry_ms;
     long backoff = 50;
     bool must_read_back = false;
+    bool had_unknown = false; /* some attempt may still land later */
     int r = 0;
     for (;;) {
         if (must_read_back) {
@@ -908,6 +961,7 @@ static int commit_txn(struct journal *j, const struct commit *cm, int64_t *ret_r
             etcd_txn_resp_done(&tr);
             if (r == TERN_EUNKNOWN) {
                 must_read_back = true;
+                had_unknown = true;
                 j->stats.unknown_outcomes++;
             } else if (!transient(r)) {
                 return r;
@@ -920,7 +974,9 @@ static int commit_txn(struct journal *j, const struct commit *cm, int64_t *ret_r
         sleep_ms(backoff);
         backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
     }
-    if (must_read_back || r == TERN_EUNKNOWN)
+    /* a read-back that found nothing is not final (a delayed attempt can
+     * still commit): undecided unless resolved by journal_resolve */
+    if (had_unknown || r == TERN_EUNKNOWN)
         return err_set(err, TERN_EUNKNOWN, "journal %s: seq %llu: outcome unknown after %ld ms",
                        j->uid, (unsigned long long)cm->seq, j->retry_ms);
     return r;
@@ -1048,8 +1104,12 @@ int journal_append(struct journal *j, const struct journal_append_req *req, uint
     sum_txt = json_print(sj);
     cJSON_Delete(sj);
 
-    struct commit cm = {.ev_key = k, .ev_value = value, .ev_len = vlen, .sum_value = sum_txt,
-                        .sum_len = strlen(sum_txt), .seq = ev.seq};
+    struct commit cm = {.ev_key = k,
+                        .ev_value = value,
+                        .ev_len = vlen,
+                        .sum_value = sum_txt,
+                        .sum_len = strlen(sum_txt),
+                        .seq = ev.seq};
     int64_t rev = 0;
     r = commit_txn(j, &cm, &rev, err);
     if (r == 0) {
@@ -1079,15 +1139,16 @@ out:
     return r;
 }
 
-int journal_resolve(struct journal *j, bool *ret_committed, uint64_t *ret_seq,
-                    struct tern_err *err)
+int journal_resolve(struct journal *j, bool *ret_committed, uint64_t *ret_seq, struct tern_err *err)
 {
     if (!j->unresolved) {
         *ret_committed = false;
         return 0;
     }
     char *k = ev_key(j->prefix, j->pend_seq);
-    struct commit cm = {.ev_key = k, .ev_value = j->pend_value, .ev_len = strlen(j->pend_value),
+    struct commit cm = {.ev_key = k,
+                        .ev_value = j->pend_value,
+                        .ev_len = strlen(j->pend_value),
                         .seq = j->pend_seq};
     enum outcome oc;
     int64_t rev = 0;
@@ -1230,37 +1291,91 @@ static int decode_kv(struct etcd *c, const char *prefix, const struct etcd_kv *k
 /* Per-event visitor used by replay, tail and copy: gets the raw kv too. */
 typedef int (*visit_fn)(void *ctx, const struct journal_event *ev, const struct etcd_kv *kv);
 
+/* One page fetch [from, stop), run inline or on a prefetch thread. */
+struct page_fetch {
+    struct etcd *c;
+    const char *prefix;
+    uint64_t from, stop;
+    size_t page;
+    struct etcd_range_resp rr;
+    int r;
+    struct tern_err err;
+    pthread_t th;
+    bool running;
+};
+
+static void *page_fetch_main(void *arg)
+{
+    struct page_fetch *f = arg;
+    char *start = ev_key(f->prefix, f->from), *end = ev_key(f->prefix, f->stop);
+    f->r = etcd_range(f->c,
+                      &(struct etcd_range_req){.keys = {.key = start, .range_end = end},
+                                               .limit = (int64_t)f->page},
+                      &f->rr, &f->err);
+    free(start);
+    free(end);
+    return NULL;
+}
+
+static void page_fetch_start(struct page_fetch *f, struct etcd *c, const char *prefix,
+                             uint64_t from, uint64_t upto, size_t page, bool async)
+{
+    memset(f, 0, sizeof *f);
+    f->c = c;
+    f->prefix = prefix;
+    f->from = from;
+    f->stop = from + page;
+    if (upto && f->stop > upto + 1)
+        f->stop = upto + 1;
+    f->page = page;
+    f->running = async && pthread_create(&f->th, NULL, page_fetch_main, f) == 0;
+    if (!f->running)
+        page_fetch_main(f);
+}
+
+static void page_fetch_wait(struct page_fetch *f)
+{
+    if (f->running)
+        pthread_join(f->th, NULL);
+    f->running = false;
+}
+
 /* Reads events from seq `from` (inclusive) up to `upto` (0 = end) in pages,
  * calling visit for each. *ret_rev: header revision of the last page read.
- * *ret_next: the seq after the last visited event. */
+ * *ret_next: the seq after the last visited event.
+ *
+ * Pages are key ranges [ev/n, ev/n+page): seq keys are fixed width, so a
+ * page holds at most `page` events, and etcd never walks (and counts) the
+ * rest of the journal for each page, as it does for a limit-only range. A
+ * short page is the end. While one page is decoded, the next one (if the
+ * current page was full) is already being fetched on a helper thread, so
+ * etcd's work and ours overlap. */
 static int scan(struct etcd *c, const char *prefix, size_t page, uint64_t from, uint64_t upto,
                 visit_fn visit, void *ctx, int64_t *ret_rev, uint64_t *ret_next,
                 struct tern_err *err)
 {
-    /* Pages are key ranges [ev/next, ev/next+page): seq keys are fixed
-     * width, so a page holds at most `page` events, and etcd never walks
-     * (and counts) the rest of the journal for each page, as it does for a
-     * limit-only range. A short page is the end. */
     uint64_t next = from;
     int r = 0;
+    struct page_fetch *cur = xcalloc(1, sizeof *cur), *ahead = xcalloc(1, sizeof *ahead);
+    page_fetch_start(cur, c, prefix, next, upto, page, false);
     for (;;) {
-        uint64_t stop = next + page; /* exclusive */
-        if (upto && stop > upto + 1)
-            stop = upto + 1;
-        char *start = ev_key(prefix, next), *range_end = ev_key(prefix, stop);
-        struct etcd_range_resp rr;
-        r = etcd_range(c, &(struct etcd_range_req){.keys = {.key = start, .range_end = range_end},
-                                                   .limit = (int64_t)page},
-                       &rr, err);
-        free(start);
-        free(range_end);
-        if (r)
+        page_fetch_wait(cur);
+        if (cur->r) {
+            r = cur->r;
+            if (err)
+                *err = cur->err;
             break;
+        }
+        struct etcd_range_resp *rr = &cur->rr;
+        bool full =
+            rr->nkvs == page && cur->stop == cur->from + page && !(upto && cur->stop > upto);
+        if (full)
+            page_fetch_start(ahead, c, prefix, cur->stop, upto, page, true);
         if (ret_rev)
-            *ret_rev = rr.header.revision;
-        for (size_t i = 0; i < rr.nkvs && !r; i++) {
+            *ret_rev = rr->header.revision;
+        for (size_t i = 0; i < rr->nkvs && !r; i++) {
             struct journal_event ev;
-            r = decode_kv(c, prefix, &rr.kvs[i], &ev, err);
+            r = decode_kv(c, prefix, &rr->kvs[i], &ev, err);
             if (r)
                 break;
             if (ev.seq != next) {
@@ -1273,15 +1388,24 @@ static int scan(struct etcd *c, const char *prefix, size_t page, uint64_t from, 
                 journal_event_done(&ev);
                 break;
             }
-            r = visit ? visit(ctx, &ev, &rr.kvs[i]) : 0;
+            r = visit ? visit(ctx, &ev, &rr->kvs[i]) : 0;
             next = ev.seq + 1;
             journal_event_done(&ev);
         }
-        bool full = rr.nkvs == page && next == stop;
-        etcd_range_resp_done(&rr);
-        if (r || !full || (upto && next > upto))
+        etcd_range_resp_done(rr);
+        if (r || !full || next != cur->stop) {
+            if (full) {
+                page_fetch_wait(ahead);
+                etcd_range_resp_done(&ahead->rr);
+            }
             break;
+        }
+        struct page_fetch *t = cur;
+        cur = ahead;
+        ahead = t;
     }
+    free(cur);
+    free(ahead);
     if (!r && ret_next)
         *ret_next = next;
     return r;
@@ -1349,8 +1473,8 @@ struct tail_ctx {
     struct journal *j;
     journal_event_fn fn;
     void *ctx;
-    uint64_t next;          /* the next seq to deliver */
-    int user_rc;            /* fn's non-zero return */
+    uint64_t next; /* the next seq to deliver */
+    int user_rc;   /* fn's non-zero return */
 };
 
 #define TAIL_RELIST 0x7e11157 /* internal: a gap in the watch, relist */
@@ -1402,6 +1526,7 @@ int journal_tail(struct journal *j, uint64_t from_seq, journal_event_fn fn, void
             return r;
     }
     char *evp = xasprintf("%sev/", j->prefix);
+    long fail_since = 0;
     for (;;) {
         if (cancel && atomic_load(cancel)) {
             r = err_set(err, -ECANCELED, "journal tail: cancelled");
@@ -1416,12 +1541,16 @@ int journal_tail(struct journal *j, uint64_t from_seq, journal_event_fn fn, void
             break;
         }
         if (r) {
-            if (transient(r)) {
+            /* etcd unreachable while listing: retry within the budget */
+            if (transient(r) && (fail_since == 0 || now_ms() - fail_since < j->retry_ms)) {
+                if (fail_since == 0)
+                    fail_since = now_ms();
                 sleep_ms(100);
                 continue;
             }
             break;
         }
+        fail_since = 0;
         int64_t crev = 0;
         r = etcd_watch(j->c,
                        &(struct etcd_watch_req){.keys = {.key = evp, .prefix = true},
@@ -1450,9 +1579,10 @@ int journal_compact(struct journal *j, const cJSON *state, bool drop_old, uint64
     cJSON_AddItemToObject(d, "summary", journal_summary_to_json(&j->sum));
     cJSON_AddItemToObject(d, "state", state ? json_dup(state) : cJSON_CreateObject());
     uint64_t seq = 0;
-    int r = journal_append(j, &(struct journal_append_req){.type = JOURNAL_EV_SNAPSHOT,
-                                                           .turn = j->sum.turn, .data = d},
-                           &seq, err);
+    int r = journal_append(
+        j,
+        &(struct journal_append_req){.type = JOURNAL_EV_SNAPSHOT, .turn = j->sum.turn, .data = d},
+        &seq, err);
     cJSON_Delete(d);
     if (r)
         return r;
@@ -1464,8 +1594,9 @@ int journal_compact(struct journal *j, const cJSON *state, bool drop_old, uint64
             char *to = xasprintf("%s%s%016llx", j->prefix, kinds[i], (unsigned long long)seq);
             struct etcd_delete_resp dr;
             long deadline = now_ms() + j->retry_ms;
-            while ((r = etcd_delete(j->c, &(struct etcd_delete_req){.keys = {.key = from, .range_end = to}},
-                                    &dr, err)) &&
+            while ((r = etcd_delete(
+                        j->c, &(struct etcd_delete_req){.keys = {.key = from, .range_end = to}},
+                        &dr, err)) &&
                    (transient(r) || r == TERN_EUNKNOWN) && now_ms() < deadline)
                 sleep_ms(100);
             etcd_delete_resp_done(&dr);
@@ -1499,7 +1630,7 @@ struct copy_batch {
 };
 
 #define COPY_BATCH_EVENTS 100
-#define COPY_BATCH_BYTES (768u << 10)
+#define COPY_BATCH_BYTES  (768u << 10)
 
 static void batch_clear(struct copy_batch *b)
 {
@@ -1519,13 +1650,15 @@ static int batch_flush(struct copy_batch *b)
     struct etcd_op *ops = xcalloc(b->n + 1, sizeof *ops);
     for (size_t i = 0; i < b->n; i++) {
         ops[i].type = ETCD_OP_PUT;
-        ops[i].put = (struct etcd_put_req){.key = b->keys[i], .value = b->vals[i], .value_len = b->lens[i]};
+        ops[i].put =
+            (struct etcd_put_req){.key = b->keys[i], .value = b->vals[i], .value_len = b->lens[i]};
     }
     cJSON *sj = journal_summary_to_json(&b->sum);
     char *st = json_print(sj);
     cJSON_Delete(sj);
     ops[b->n].type = ETCD_OP_PUT;
-    ops[b->n].put = (struct etcd_put_req){.key = b->dst_sum_key, .value = st, .value_len = strlen(st)};
+    ops[b->n].put =
+        (struct etcd_put_req){.key = b->dst_sum_key, .value = st, .value_len = strlen(st)};
     struct etcd_compare cmps[] = {
         {.keys = {.key = b->keys[0]}, .target = ETCD_CMP_CREATE, .number = 0},
         {.keys = {.key = b->dst_sum_key}, .target = ETCD_CMP_MOD, .number = b->seen},
@@ -1566,10 +1699,11 @@ static int copy_visit(void *ctx, const struct journal_event *ev, const struct et
                 return r;
             }
             const char *id = json_get(chunks, "id")->valuestring;
-            char *pfx = xasprintf("%sch/%016llx/%s/", b->src_prefix, (unsigned long long)ev->seq, id);
+            char *pfx =
+                xasprintf("%sch/%016llx/%s/", b->src_prefix, (unsigned long long)ev->seq, id);
             struct etcd_range_resp rr;
-            r = etcd_range(b->c, &(struct etcd_range_req){.keys = {.key = pfx, .prefix = true}}, &rr,
-                           b->err);
+            r = etcd_range(b->c, &(struct etcd_range_req){.keys = {.key = pfx, .prefix = true}},
+                           &rr, b->err);
             for (size_t i = 0; !r && i < rr.nkvs; i++) {
                 char *dk = xasprintf("%s%s", b->dst_prefix, rr.kvs[i].key + strlen(b->src_prefix));
                 char *evk = ev_key(b->dst_prefix, ev->seq);
@@ -1577,9 +1711,9 @@ static int copy_visit(void *ctx, const struct journal_event *ev, const struct et
                     {.keys = {.key = evk}, .target = ETCD_CMP_CREATE, .number = 0},
                     {.keys = {.key = b->dst_sum_key}, .target = ETCD_CMP_MOD, .number = b->seen},
                 };
-                struct etcd_op put = {.type = ETCD_OP_PUT,
-                                      .put = {.key = dk, .value = rr.kvs[i].value,
-                                              .value_len = rr.kvs[i].value_len}};
+                struct etcd_op put = {
+                    .type = ETCD_OP_PUT,
+                    .put = {.key = dk, .value = rr.kvs[i].value, .value_len = rr.kvs[i].value_len}};
                 struct etcd_txn_resp tr;
                 r = etcd_txn(b->c, &(struct etcd_txn_req){cmps, 2, &put, 1, NULL, 0}, &tr, b->err);
                 if (r == 0 && !tr.succeeded)
@@ -1623,8 +1757,8 @@ static int get_raw(struct etcd *c, const char *prefix, uint64_t seq, struct etcd
     return r;
 }
 
-int journal_copy_until(struct etcd *c, const char *src_uid, const char *dst_uid,
-                       uint64_t upto_seq, uint64_t *ret_copied, struct tern_err *err)
+int journal_copy_until(struct etcd *c, const char *src_uid, const char *dst_uid, uint64_t upto_seq,
+                       uint64_t *ret_copied, struct tern_err *err)
 {
     if (!valid_uid(src_uid) || !valid_uid(dst_uid) || strcmp(src_uid, dst_uid) == 0 ||
         upto_seq == 0)
@@ -1665,8 +1799,9 @@ int journal_copy_until(struct etcd *c, const char *src_uid, const char *dst_uid,
         /* fresh: from seq 1, or from the source's oldest kept snapshot */
         struct etcd_range_resp rr;
         char *start = ev_key(sp, 1), *end = xasprintf("%sev0", sp);
-        r = etcd_range(c, &(struct etcd_range_req){.keys = {.key = start, .range_end = end}, .limit = 1},
-                       &rr, err);
+        r = etcd_range(
+            c, &(struct etcd_range_req){.keys = {.key = start, .range_end = end}, .limit = 1}, &rr,
+            err);
         free(start);
         free(end);
         if (r)
@@ -1759,8 +1894,9 @@ int journal_lock_acquire(struct etcd *c, const char *uid, const char *owner, int
     if (r)
         goto out;
     struct etcd_compare cmp = {.keys = {.key = key}, .target = ETCD_CMP_CREATE, .number = 0};
-    struct etcd_op put = {.type = ETCD_OP_PUT,
-                          .put = {.key = key, .value = val, .value_len = strlen(val), .lease = lease}};
+    struct etcd_op put = {
+        .type = ETCD_OP_PUT,
+        .put = {.key = key, .value = val, .value_len = strlen(val), .lease = lease}};
     struct etcd_op get = {.type = ETCD_OP_RANGE, .range = {.keys = {.key = key}}};
     r = etcd_txn(c, &(struct etcd_txn_req){&cmp, 1, &put, 1, &get, 1}, &tr, err);
     if (r == TERN_EUNKNOWN) {
@@ -1777,7 +1913,8 @@ int journal_lock_acquire(struct etcd *c, const char *uid, const char *owner, int
         cJSON *h = NULL;
         if (tr.nresponses == 1 && tr.responses[0].range.nkvs == 1 &&
             json_parse(tr.responses[0].range.kvs[0].value, tr.responses[0].range.kvs[0].value_len,
-                       &h, NULL) == 0 && cJSON_IsString(json_get(h, "owner")))
+                       &h, NULL) == 0 &&
+            cJSON_IsString(json_get(h, "owner")))
             holder = json_get(h, "owner")->valuestring;
         r = err_set(err, TERN_ECONFLICT, "journal lock: held by %s", holder);
         cJSON_Delete(h);
