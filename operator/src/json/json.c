@@ -19,8 +19,25 @@ struct parser {
     int max_depth;
     struct json_parse_opts *o;
     struct tern_err *err;
-    char path[256]; /* path of the value being parsed (for duplicates) */
+    /* keys of the objects being parsed, outermost first: a path is built
+     * from them only when a duplicate is reported */
+    const char *keys[TERN_JSON_MAX_DEPTH + 2];
+    int nkeys;
 };
+
+/* "a.b.c" of the keys being parsed plus key, into out. */
+static void key_path(const struct parser *ps, const char *key, char *out, size_t n)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i <= ps->nkeys && len < n; i++) {
+        const char *k = i < ps->nkeys ? ps->keys[i] : key;
+        int w = snprintf(out + len, n - len, "%s%s", len ? "." : "", k);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+}
 
 static int perr(struct parser *ps, int code, const char *why)
 {
@@ -318,7 +335,6 @@ static int parse_object(struct parser *ps, cJSON **ret)
 {
     cJSON *obj = cJSON_CreateObject();
     struct keyset ks = {0};
-    size_t pathlen = strlen(ps->path);
     int r = 0;
     ps->p++; /* { */
     skip_ws(ps);
@@ -342,22 +358,28 @@ static int parse_object(struct parser *ps, cJSON **ret)
             goto fail;
         }
         ps->p++;
-        snprintf(ps->path + pathlen, sizeof ps->path - pathlen, "%s%s", pathlen ? "." : "", key);
         cJSON *val = NULL;
-        if ((r = parse_value(ps, &val))) {
+        if (ps->nkeys < (int)(sizeof ps->keys / sizeof ps->keys[0]))
+            ps->keys[ps->nkeys] = key;
+        ps->nkeys++;
+        r = parse_value(ps, &val);
+        ps->nkeys--;
+        if (r) {
             free(key);
             goto fail;
         }
         bool dup = keyset_add(&ks, key);
         if (dup) {
+            char path[256];
+            key_path(ps, key, path, sizeof path);
             if (ps->o->dups == JSON_DUPS_REJECT) {
-                r = err_set(ps->err, TERN_EPARSE, "duplicate field \"%s\"", ps->path);
+                r = err_set(ps->err, TERN_EPARSE, "duplicate field \"%s\"", path);
                 free(key);
                 cJSON_Delete(val);
                 goto fail;
             }
             if (!ps->o->dup_path[0])
-                snprintf(ps->o->dup_path, sizeof ps->o->dup_path, "%s", ps->path);
+                snprintf(ps->o->dup_path, sizeof ps->o->dup_path, "%s", path);
             /* last wins: the new value takes the old item's place and key
              * string (which the keyset points at) */
             cJSON *old = cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -370,7 +392,6 @@ static int parse_object(struct parser *ps, cJSON **ret)
             val->string = key;
             cJSON_AddItemToArray(obj, val);
         }
-        ps->path[pathlen] = '\0';
         skip_ws(ps);
         if (ps->p < ps->end && *ps->p == ',') {
             ps->p++;
@@ -388,7 +409,6 @@ done:
     *ret = obj;
     return 0;
 fail:
-    ps->path[pathlen] = '\0';
     free(ks.slots);
     cJSON_Delete(obj);
     return r;
