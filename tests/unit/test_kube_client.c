@@ -386,6 +386,28 @@ static char *write_script(const char *name, const char *body)
     return p;
 }
 
+/* ---- watches ---- */
+
+struct wctx {
+    int n;
+    char names[16][32];
+    enum kwatch_type types[16];
+    int stop_after;
+};
+
+static int collect(void *ctx, enum kwatch_type type, cJSON *obj)
+{
+    struct wctx *w = ctx;
+    if (w->n < 16) {
+        const char *nm = md_str(obj, "name");
+        snprintf(w->names[w->n], sizeof w->names[0], "%s", nm ? nm : "");
+        w->types[w->n] = type;
+    }
+    w->n++;
+    cJSON_Delete(obj);
+    return w->n >= w->stop_after ? 99 : 0;
+}
+
 TEST(auth_exec_plugin_rerun_after_401)
 {
     struct fake_kube *fk = fake_kube_start();
@@ -423,6 +445,16 @@ TEST(auth_exec_plugin_rerun_after_401)
     ASSERT_CONTAINS(info, "\"kind\":\"ExecCredential\"");
     ASSERT_CONTAINS(info, "\"interactive\":false");
     ASSERT_CONTAINS(info, fake_kube_url(fk));
+    /* a watch rejected with 401 re-runs the plugin too, and then streams */
+    fake_kube_require_token(fk, "tok-3");
+    cJSON *cm = NULL;
+    ASSERT_OK(json_parse("{\"metadata\":{\"name\":\"cm1\"}}", 27, &cm, NULL));
+    fake_kube_upsert(fk, "/api/v1/namespaces/default/configmaps", cm);
+    cJSON_Delete(cm);
+    struct wctx w = {.stop_after = 1};
+    struct kclient_list_opts wo = {.resource_version = "0", .timeout_seconds = 5};
+    ASSERT_EQ_INT(kclient_watch(c, &CMS, "default", &wo, collect, &w, &e), 99);
+    ASSERT_EQ_STR(w.names[0], "cm1");
     /* a plugin whose credential stays wrong: one re-run, then the 401 */
     fake_kube_require_token(fk, "never");
     ASSERT_EQ_INT(kclient_list(c, &CMS, "default", NULL, NULL, &e), TERN_EAUTH);
@@ -613,28 +645,6 @@ TEST(auth_in_cluster_files)
     free(key);
 }
 
-/* ---- watches ---- */
-
-struct wctx {
-    int n;
-    char names[16][32];
-    enum kwatch_type types[16];
-    int stop_after;
-};
-
-static int collect(void *ctx, enum kwatch_type type, cJSON *obj)
-{
-    struct wctx *w = ctx;
-    if (w->n < 16) {
-        const char *nm = md_str(obj, "name");
-        snprintf(w->names[w->n], sizeof w->names[0], "%s", nm ? nm : "");
-        w->types[w->n] = type;
-    }
-    w->n++;
-    cJSON_Delete(obj);
-    return w->n >= w->stop_after ? 99 : 0;
-}
-
 TEST(watch_lines_cut_mid_event_are_reassembled)
 {
     struct fake_kube *fk = fake_kube_start();
@@ -651,6 +661,7 @@ TEST(watch_lines_cut_mid_event_are_reassembled)
     fake_kube_remove(fk, AGS_COLL, "w2");
     struct wctx w = {.stop_after = 2};
     struct kclient_list_opts wo = {.resource_version = "0", .timeout_seconds = 5};
+    fake_kube_inject(fk, "GET", AGS_COLL, 429, NULL, 0, 1); /* a throttled watch is retried */
     ASSERT_EQ_INT(kclient_watch(c, &AGS, "team-a", &wo, collect, &w, &e), 99);
     ASSERT_EQ_STR(w.names[0], "w1"); /* synthetic ADDED for what exists */
     ASSERT_EQ_STR(w.names[1], "w3");

@@ -11,6 +11,7 @@
 #include "kube/kclient.h"
 #include "kube/kubeconfig.h"
 #include "kube/recorder.h"
+#include "http/httpc.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -369,6 +370,125 @@ TEST(recorder_aggregates_repeats_into_a_series)
     ASSERT_EQ_INT(strlen(json_get(ev, "note")->valuestring), 1024);
     cJSON_Delete(ev);
     recorder_free(r);
+    kubeconfig_free(cfg);
+    fake_kube_free(fk);
+}
+
+/* ---- the process model: informers + queue workers + an HTTP endpoint ---- */
+
+#include "kube/workqueue.h"
+
+#include <sys/resource.h>
+
+static void enqueue_key(void *ctx, const cJSON *o)
+{
+    char *k = informer_key(o);
+    workqueue_add(ctx, k);
+    free(k);
+}
+
+static void enqueue_update(void *ctx, const cJSON *a, const cJSON *b)
+{
+    (void)a;
+    enqueue_key(ctx, b);
+}
+
+struct worker {
+    struct workqueue *q;
+    atomic_int *handled;
+    pthread_t th;
+};
+
+static void *work(void *arg)
+{
+    struct worker *w = arg;
+    char *k;
+    while (workqueue_get(w->q, &k) == 0) {
+        atomic_fetch_add(w->handled, 1);
+        workqueue_done(w->q, k);
+        free(k);
+    }
+    return NULL;
+}
+
+static enum MHD_Result health(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls)
+{
+    (void)cls;
+    (void)url;
+    (void)method;
+    (void)version;
+    (void)upload;
+    (void)upload_size;
+    (void)con_cls;
+    struct MHD_Response *r = MHD_create_response_from_buffer(2, (void *)"ok", MHD_RESPMEM_PERSISTENT);
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static long cpu_ms(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000L +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000L;
+}
+
+TEST(one_process_runs_informers_workers_and_http_without_busy_waiting)
+{
+    struct fake_kube *fk = fake_kube_start();
+    put_session(fk, "s1", "x");
+    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct workqueue *q = workqueue_new(NULL);
+    struct informer_handlers h = {enqueue_key, enqueue_update, enqueue_key, q};
+    struct informer_opts o1 = {.gvr = AGS, .watch_timeout_s = 60};
+    struct informer_opts o2 = {.gvr = {"", "v1", "pods"}, .watch_timeout_s = 60};
+    struct informer *i1 = informer_new(cfg, &o1, &h), *i2 = informer_new(cfg, &o2, &h);
+    ASSERT_OK(informer_start(i1));
+    ASSERT_OK(informer_start(i2));
+    atomic_int handled = 0;
+    struct worker w[2] = {{q, &handled, 0}, {q, &handled, 0}};
+    for (int i = 0; i < 2; i++)
+        pthread_create(&w[i].th, NULL, work, &w[i]);
+    struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0,
+                                            NULL, NULL, health, NULL, MHD_OPTION_END);
+    ASSERT_NOT_NULL(d);
+    int port = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT)->port;
+    ASSERT_OK(informer_wait_synced(i1, 5000));
+    ASSERT_OK(informer_wait_synced(i2, 5000));
+    WAIT_FOR(fake_kube_watchers(fk) == 2 && atomic_load(&handled) == 1, 5000);
+    put_session(fk, "s2", "y");
+    cJSON *p = obj_of("{\"metadata\":{\"name\":\"%s\",\"labels\":{\"x\":\"%s\"}}}", "p1", "1");
+    fake_kube_upsert(fk, PODS_COLL, p);
+    cJSON_Delete(p);
+    WAIT_FOR(atomic_load(&handled) == 3, 5000);
+    struct httpc *hc = httpc_new();
+    char *url = xasprintf("http://127.0.0.1:%d/healthz", port);
+    struct httpc_request rq = {.url = url, .timeout_ms = 5000};
+    struct httpc_response rs;
+    ASSERT_OK(httpc_do(hc, &rq, &rs, NULL));
+    ASSERT_EQ_INT(rs.status, 200);
+    httpc_response_done(&rs);
+    /* idle: two open watches, two blocked workers, a listening endpoint (and
+     * the fake server's own threads) must cost next to no CPU */
+    long c0 = cpu_ms();
+    struct timespec one = {1, 0};
+    nanosleep(&one, NULL);
+    long used = cpu_ms() - c0;
+    ASSERT_CMP_INT(used, <, 100);
+    /* clean shutdown */
+    informer_free(i1);
+    informer_free(i2);
+    workqueue_shutdown(q);
+    for (int i = 0; i < 2; i++)
+        pthread_join(w[i].th, NULL);
+    workqueue_drain(q);
+    workqueue_free(q);
+    MHD_stop_daemon(d);
+    httpc_free(hc);
+    free(url);
     kubeconfig_free(cfg);
     fake_kube_free(fk);
 }
