@@ -109,6 +109,14 @@ int kubeconfig_load_default(const struct kubeconfig_overrides *ov, struct kubeco
  * the token file is missing. */
 int kubeconfig_in_cluster(const char *dir, struct kubeconfig **ret, struct tern_err *err);
 
+/* What a binary with a --kubeconfig flag does (client-go's
+ * BuildConfigFromFlags order): path (non-empty) is loaded; else $KUBECONFIG
+ * if set; else in-cluster config when KUBERNETES_SERVICE_HOST is set (with
+ * sa_dir as in kubeconfig_in_cluster); else $HOME/.kube/config. Overrides
+ * apply to the kubeconfig cases; in-cluster takes only ov->namespace. */
+int kubeconfig_load_auto(const char *path, const struct kubeconfig_overrides *ov,
+                         const char *sa_dir, struct kubeconfig **ret, struct tern_err *err);
+
 void kubeconfig_free(struct kubeconfig *c);
 
 /* Credentials to send now. After a 401, pass the gen of the credentials the
