@@ -5,6 +5,7 @@
 #include "harness.h"
 
 #include "../support/kube/fake_kube.c"
+#include "../support/kube/kube_test.h"
 
 #include "base/mem.h"
 #include "json/json.h"
@@ -19,31 +20,6 @@
 
 #define LEASE_PATH "/apis/coordination.k8s.io/v1/namespaces/tern-system/leases/tern-operator"
 #define LEASE_COLL "/apis/coordination.k8s.io/v1/namespaces/tern-system/leases"
-
-#define WAIT_FOR(cond, ms)                                                                         \
-    do {                                                                                           \
-        long long wf_end_ = now_ms() + (ms);                                                       \
-        while (!(cond)) {                                                                          \
-            if (now_ms() > wf_end_)                                                                \
-                th_fail(__FILE__, __LINE__, "timed out waiting for %s", #cond);                    \
-            struct timespec wf_ts_ = {0, 5000000};                                                 \
-            nanosleep(&wf_ts_, NULL);                                                              \
-        }                                                                                          \
-    } while (0)
-
-static struct kubeconfig *config_for(const char *server)
-{
-    char *doc = xasprintf(
-        "{\"current-context\":\"t\",\"contexts\":[{\"name\":\"t\",\"context\":{\"cluster\":\"c\"}}],"
-        "\"clusters\":[{\"name\":\"c\",\"cluster\":{\"server\":\"%s\"}}]}",
-        server);
-    struct kubeconfig *c = NULL;
-    struct tern_err e = {0};
-    if (kubeconfig_parse(doc, strlen(doc), NULL, NULL, &c, &e))
-        th_fail(__FILE__, __LINE__, "kubeconfig: %s", e.msg);
-    free(doc);
-    return c;
-}
 
 struct cand {
     atomic_int started, stopped;
@@ -94,7 +70,7 @@ static bool holder_is(struct fake_kube *fk, const char *id)
 TEST_T(two_candidates_exactly_one_leads_then_release_hands_over, 30)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct cand ca = {0}, cb = {0};
     struct leader *a = candidate(cfg, "op-a", &ca), *b = candidate(cfg, "op-b", &cb);
     WAIT_FOR(leader_is_leader(a) || leader_is_leader(b), 5000);
@@ -139,7 +115,7 @@ TEST_T(two_candidates_exactly_one_leads_then_release_hands_over, 30)
 TEST_T(takeover_after_a_crashed_leader_waits_out_the_lease, 30)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct cand ca = {0}, cb = {0};
     struct leader *a = candidate(cfg, "op-a", &ca);
     WAIT_FOR(leader_is_leader(a), 5000);
@@ -161,7 +137,7 @@ TEST_T(takeover_after_a_crashed_leader_waits_out_the_lease, 30)
 TEST_T(lease_validity_uses_observed_time_not_clocks, 30)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     /* a holder whose renewTime is decades old by our clock: a clock-comparing
      * elector would grab it at once; we must wait a full lease after seeing it */
     cJSON *lease = NULL;
@@ -188,7 +164,7 @@ TEST_T(lease_validity_uses_observed_time_not_clocks, 30)
 TEST_T(leader_steps_down_when_it_cannot_renew, 30)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct cand ca = {0};
     struct leader *a = candidate(cfg, "op-a", &ca);
     WAIT_FOR(leader_is_leader(a), 5000);

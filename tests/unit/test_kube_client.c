@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include "../support/kube/fake_kube.c"
+#include "../support/kube/kube_test.h"
 
 #include "base/base64.h"
 #include "base/mem.h"
@@ -24,33 +25,6 @@ static const struct kgvr CMS = {"", "v1", "configmaps"};
 #define AGS_COLL "/apis/tern.dev/v1alpha1/namespaces/team-a/agentsessions"
 
 /* now_ms() comes from fake_kube.c */
-
-/* Polls cond every 5 ms until true or timeout (then fails). */
-#define WAIT_FOR(cond, ms)                                                                         \
-    do {                                                                                           \
-        long long wf_end_ = now_ms() + (ms);                                                       \
-        while (!(cond)) {                                                                          \
-            if (now_ms() > wf_end_)                                                                \
-                th_fail(__FILE__, __LINE__, "timed out waiting for %s", #cond);                    \
-            struct timespec wf_ts_ = {0, 5000000};                                                 \
-            nanosleep(&wf_ts_, NULL);                                                              \
-        }                                                                                          \
-    } while (0)
-
-static struct kubeconfig *config_for(const char *server, const char *user_json)
-{
-    char *doc = xasprintf(
-        "{\"current-context\":\"t\",\"contexts\":[{\"name\":\"t\",\"context\":{\"cluster\":\"c\","
-        "\"user\":\"u\",\"namespace\":\"team-a\"}}],\"clusters\":[{\"name\":\"c\",\"cluster\":"
-        "{\"server\":\"%s\"}}],\"users\":[{\"name\":\"u\",\"user\":%s}]}",
-        server, user_json ? user_json : "{}");
-    struct kubeconfig *c = NULL;
-    struct tern_err e = {0};
-    if (kubeconfig_parse(doc, strlen(doc), NULL, th_tmpdir(), &c, &e))
-        th_fail(__FILE__, __LINE__, "kubeconfig: %s", e.msg);
-    free(doc);
-    return c;
-}
 
 static struct kclient *client_for(struct kubeconfig *cfg)
 {
@@ -80,7 +54,7 @@ static const char *md_str(const cJSON *o, const char *k)
 TEST(client_create_get_update_conflict)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), NULL);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct kclient *c = client_for(cfg);
     struct kclient_err e;
     cJSON *obj = session("s1", "a"), *created = NULL, *got = NULL, *upd = NULL;
@@ -116,7 +90,7 @@ TEST(client_create_get_update_conflict)
 TEST(client_status_subresource_patch_delete)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), NULL);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct kclient *c = client_for(cfg);
     struct kclient_err e;
     cJSON *obj = session("s1", "a"), *cur = NULL, *out = NULL;
@@ -201,7 +175,7 @@ TEST(client_status_subresource_patch_delete)
 TEST(client_list_paging_and_selectors)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), NULL);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct kclient *c = client_for(cfg);
     struct kclient_err e;
     char name[32];
@@ -246,7 +220,7 @@ TEST(client_list_paging_and_selectors)
 TEST(client_retries_429_and_5xx)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), NULL);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct kclient_opts o = {.backoff_ms = 10, .max_backoff_ms = 1500, .max_retries = 4};
     struct kclient *c = kclient_new(cfg, &o);
     struct kclient_err e;
@@ -317,7 +291,7 @@ static int mutate_noop(void *ctx, cJSON *obj)
 TEST(client_update_retry_on_conflict)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), NULL);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct kclient *c = client_for(cfg);
     struct kclient_err e;
     cJSON *obj = session("s1", "a"), *out = NULL;
@@ -343,8 +317,8 @@ TEST(auth_bearer_token_and_token_file)
 {
     struct fake_kube *fk = fake_kube_start();
     fake_kube_require_token(fk, "good");
-    struct kubeconfig *bad = config_for(fake_kube_url(fk), "{\"token\":\"bad\"}");
-    struct kubeconfig *good = config_for(fake_kube_url(fk), "{\"token\":\"good\"}");
+    struct kubeconfig *bad = kt_config(fake_kube_url(fk), "{\"token\":\"bad\"}");
+    struct kubeconfig *good = kt_config(fake_kube_url(fk), "{\"token\":\"good\"}");
     struct kclient *cb = client_for(bad), *cg = client_for(good);
     struct kclient_err e;
     ASSERT_EQ_INT(kclient_list(cb, &CMS, "default", NULL, NULL, &e), TERN_EAUTH);
@@ -356,7 +330,7 @@ TEST(auth_bearer_token_and_token_file)
     fputs("good\n", f);
     fclose(f);
     char *user = xasprintf("{\"tokenFile\":\"%s\"}", tf);
-    struct kubeconfig *filecfg = config_for(fake_kube_url(fk), user);
+    struct kubeconfig *filecfg = kt_config(fake_kube_url(fk), user);
     struct kclient *cf = client_for(filecfg);
     ASSERT_OK(kclient_list(cf, &CMS, "default", NULL, NULL, &e));
     fake_kube_require_token(fk, "rotated");
@@ -426,7 +400,7 @@ TEST(auth_exec_plugin_rerun_after_401)
                            "\"env\":[{\"name\":\"STATE\",\"value\":\"%s/state\"}],"
                            "\"provideClusterInfo\":true}}",
                            plugin, dir);
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), user);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), user);
     struct kclient *c = client_for(cfg);
     struct kclient_err e;
     ASSERT_OK(kclient_list(c, &CMS, "default", NULL, NULL, &e)); /* tok-1 -> 401 -> tok-2 */
@@ -482,7 +456,7 @@ TEST(auth_exec_plugin_bounds)
     int expect[] = {TERN_ETOOLARGE, TERN_ETIMEOUT, TERN_EAUTH};
     for (int i = 0; i < 3; i++) {
         char *user = xasprintf("{\"exec\":{\"command\":\"%s\"}}", paths[i]);
-        struct kubeconfig *cfg = config_for(fake_kube_url(fk), user);
+        struct kubeconfig *cfg = kt_config(fake_kube_url(fk), user);
         cfg->exec->timeout_ms = 300;
         struct kubeconfig_creds cr;
         struct tern_err e = {0};
@@ -493,7 +467,7 @@ TEST(auth_exec_plugin_bounds)
         free(user);
     }
     /* a missing command */
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), "{\"exec\":{\"command\":\"/nonexistent/x\"}}");
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), "{\"exec\":{\"command\":\"/nonexistent/x\"}}");
     struct kubeconfig_creds cr;
     ASSERT_NE_INT(kubeconfig_creds(cfg, 0, &cr, NULL), 0);
     kubeconfig_free(cfg);
@@ -575,7 +549,7 @@ TEST(auth_client_certificate_over_tls)
     ASSERT_EQ_INT(fake_kube_count(fk, "GET", "/api/v1"), 1);
     kclient_free(c);
     /* with no CA the server certificate is not trusted ... */
-    struct kubeconfig *cfg3 = config_for(server, NULL);
+    struct kubeconfig *cfg3 = kt_config(server, NULL);
     free(cfg3->cert_pem);
     free(cfg3->key_pem);
     cfg3->cert_pem = xstrdup(cfg->cert_pem);
@@ -648,7 +622,7 @@ TEST(auth_in_cluster_files)
 TEST(watch_lines_cut_mid_event_are_reassembled)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), NULL);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct kclient *c = client_for(cfg);
     struct kclient_err e;
     fake_kube_split_watch(fk, true);
@@ -681,7 +655,7 @@ TEST(watch_lines_cut_mid_event_are_reassembled)
 TEST(watch_expired_and_oversized_lines)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), NULL);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct kclient *c = client_for(cfg);
     struct kclient_err e;
     cJSON *o = session("a", "a");

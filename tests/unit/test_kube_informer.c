@@ -4,6 +4,7 @@
 #include "harness.h"
 
 #include "../support/kube/fake_kube.c"
+#include "../support/kube/kube_test.h"
 
 #include "base/mem.h"
 #include "json/json.h"
@@ -21,31 +22,6 @@
 static const struct kgvr AGS = {"tern.dev", "v1alpha1", "agentsessions"};
 #define AGS_COLL "/apis/tern.dev/v1alpha1/namespaces/team-a/agentsessions"
 #define PODS_COLL "/api/v1/namespaces/team-a/pods"
-
-#define WAIT_FOR(cond, ms)                                                                         \
-    do {                                                                                           \
-        long long wf_end_ = now_ms() + (ms);                                                       \
-        while (!(cond)) {                                                                          \
-            if (now_ms() > wf_end_)                                                                \
-                th_fail(__FILE__, __LINE__, "timed out waiting for %s", #cond);                    \
-            struct timespec wf_ts_ = {0, 5000000};                                                 \
-            nanosleep(&wf_ts_, NULL);                                                              \
-        }                                                                                          \
-    } while (0)
-
-static struct kubeconfig *config_for(const char *server)
-{
-    char *doc = xasprintf(
-        "{\"current-context\":\"t\",\"contexts\":[{\"name\":\"t\",\"context\":{\"cluster\":\"c\"}}],"
-        "\"clusters\":[{\"name\":\"c\",\"cluster\":{\"server\":\"%s\"}}]}",
-        server);
-    struct kubeconfig *c = NULL;
-    struct tern_err e = {0};
-    if (kubeconfig_parse(doc, strlen(doc), NULL, NULL, &c, &e))
-        th_fail(__FILE__, __LINE__, "kubeconfig: %s", e.msg);
-    free(doc);
-    return c;
-}
 
 #define obj_of(fmt, name, extra) parse_obj(xasprintf(fmt, name, extra))
 static cJSON *parse_obj(char *s)
@@ -131,7 +107,7 @@ TEST(informer_lists_watches_and_indexes)
         snprintf(n, sizeof n, "s%d", i);
         put_session(fk, n, "one");
     }
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct counts c = {0};
     struct informer *inf = start_informer(cfg, &c);
     ASSERT_EQ_INT(informer_len(inf), 5);
@@ -197,7 +173,7 @@ TEST(informer_owner_index)
     fake_kube_upsert(fk, PODS_COLL, p1);
     fake_kube_upsert(fk, PODS_COLL, p2);
     fake_kube_upsert(fk, PODS_COLL, p3);
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct informer_opts o = {.gvr = {"", "v1", "pods"}, .backoff_ms = 20};
     struct informer *inf = informer_new(cfg, &o, NULL);
     ASSERT_OK(informer_start(inf));
@@ -236,7 +212,7 @@ TEST(informer_relists_on_410_without_spurious_events)
         snprintf(n, sizeof n, "s%d", i);
         put_session(fk, n, "one");
     }
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct counts c = {0};
     struct informer *inf = start_informer(cfg, &c);
     WAIT_FOR(fake_kube_watchers(fk) == 1, 5000);
@@ -272,7 +248,7 @@ TEST(informer_survives_server_restart)
 {
     struct fake_kube *fk = fake_kube_start();
     put_session(fk, "a", "one");
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct counts c = {0};
     struct informer *inf = start_informer(cfg, &c);
     WAIT_FOR(fake_kube_watchers(fk) == 1, 5000);
@@ -305,7 +281,7 @@ TEST(informer_watch_cut_mid_line)
 {
     struct fake_kube *fk = fake_kube_start();
     fake_kube_split_watch(fk, true);
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct counts c = {0};
     struct informer *inf = start_informer(cfg, &c);
     WAIT_FOR(fake_kube_watchers(fk) == 1, 5000);
@@ -329,7 +305,7 @@ TEST(informer_watch_cut_mid_line)
 TEST(recorder_aggregates_repeats_into_a_series)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct recorder_opts o = {.controller = "tern.dev/operator", .instance = "op-0",
                               .series_flush_ms = 60000};
     struct recorder *r = recorder_new(cfg, &o);
@@ -440,7 +416,7 @@ TEST(one_process_runs_informers_workers_and_http_without_busy_waiting)
 {
     struct fake_kube *fk = fake_kube_start();
     put_session(fk, "s1", "x");
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct workqueue *q = workqueue_new(NULL);
     struct informer_handlers h = {enqueue_key, enqueue_update, enqueue_key, q};
     struct informer_opts o1 = {.gvr = AGS, .watch_timeout_s = 60};

@@ -4,6 +4,7 @@
 #include "base/mem.h"
 #include "json/json.h"
 #include "kube/kmap.h"
+#include "kube/ktime.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -244,25 +245,10 @@ static long jitter(struct informer *inf, long ms)
     return ms - (long)(rand_r(&inf->seed) % (unsigned)(ms / 5 + 1));
 }
 
-/* Sleeps ms unless stopped; returns true when stopped. */
-static bool sleep_or_stop(struct informer *inf, long ms)
+/* Sleeps about ms (jittered) unless stopped; returns true when stopped. */
+static bool nap(struct informer *inf, long ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&inf->mu);
-    while (!atomic_load(&inf->stop)) {
-        if (pthread_cond_timedwait(&inf->cond, &inf->mu, &ts) == ETIMEDOUT)
-            break;
-    }
-    bool s = atomic_load(&inf->stop);
-    pthread_mutex_unlock(&inf->mu);
-    return s;
+    return ktime_sleep_or_stop(&inf->mu, &inf->cond, &inf->stop, jitter(inf, ms));
 }
 
 static void stat_add(struct informer *inf, unsigned long *field, unsigned long n)
@@ -429,7 +415,7 @@ static void *run(void *arg)
             if (atomic_load(&inf->stop))
                 break;
             stat_add(inf, &inf->stats.errors, 1);
-            if (sleep_or_stop(inf, jitter(inf, delay)))
+            if (nap(inf, delay))
                 break;
             delay = delay * 2 > inf->o.max_backoff_ms ? inf->o.max_backoff_ms : delay * 2;
             continue;
@@ -464,7 +450,7 @@ static void *run(void *arg)
                 /* closed by the server: resume from the tracked version (after a
                  * pause if it closed at once, so a misbehaving server is not
                  * hammered) */
-                if (wc.events == 0 && sleep_or_stop(inf, jitter(inf, inf->o.backoff_ms)))
+                if (wc.events == 0 && nap(inf, inf->o.backoff_ms))
                     goto done;
                 continue;
             }
@@ -472,7 +458,7 @@ static void *run(void *arg)
                 goto done;
             stat_add(inf, &inf->stats.errors, 1);
             if (r != TERN_ECOMPACTED || wc.events == 0) {
-                if (sleep_or_stop(inf, jitter(inf, delay)))
+                if (nap(inf, delay))
                     goto done;
                 delay = delay * 2 > inf->o.max_backoff_ms ? inf->o.max_backoff_ms : delay * 2;
             }
@@ -512,11 +498,7 @@ struct informer *informer_new(struct kubeconfig *cfg, const struct informer_opts
     inf->owners = kmap_new();
     inf->rv = xstrdup("");
     pthread_mutex_init(&inf->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&inf->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    ktime_cond_init(&inf->cond);
     atomic_init(&inf->stop, false);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -592,13 +574,7 @@ bool informer_has_synced(struct informer *inf)
 int informer_wait_synced(struct informer *inf, long timeout_ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    ktime_deadline(timeout_ms, &ts);
     pthread_mutex_lock(&inf->mu);
     while (!inf->synced) {
         if (pthread_cond_timedwait(&inf->cond, &inf->mu, &ts) == ETIMEDOUT)
