@@ -22,8 +22,16 @@
 #define LEASE_COLL "/apis/coordination.k8s.io/v1/namespaces/tern-system/leases"
 
 struct cand {
-    atomic_int started, stopped;
+    atomic_int started, stopped, new_leader;
+    char seen[64]; /* last holder reported by on_new_leader */
 };
+
+static void on_new_leader(void *ctx, const char *id)
+{
+    struct cand *c = ctx;
+    snprintf(c->seen, sizeof c->seen, "%s", id);
+    atomic_fetch_add(&c->new_leader, 1);
+}
 
 static void on_started(void *ctx)
 {
@@ -39,7 +47,8 @@ static struct leader *candidate(struct kubeconfig *cfg, const char *id, struct c
 {
     struct leader_opts o = {.namespace = "tern-system", .name = "tern-operator", .identity = id,
                             .lease_ms = 2000, .renew_deadline_ms = 1500, .retry_ms = 200,
-                            .on_started = on_started, .on_stopped = on_stopped, .ctx = c,
+                            .on_started = on_started, .on_stopped = on_stopped,
+                            .on_new_leader = on_new_leader, .ctx = c,
                             .client = {.max_retries = -1, .timeout_ms = 1000}};
     int err = 0;
     struct leader *l = leader_new(cfg, &o, &err);
@@ -84,7 +93,9 @@ TEST_T(two_candidates_exactly_one_leads_then_release_hands_over, 30)
     ASSERT_EQ_INT(atomic_load(&ca.started) + atomic_load(&cb.started), 1);
     struct leader *lead = leader_is_leader(a) ? a : b, *other = lead == a ? b : a;
     const char *other_id = lead == a ? "op-b" : "op-a";
-    struct cand *lc = lead == a ? &ca : &cb;
+    struct cand *lc = lead == a ? &ca : &cb, *oc = lead == a ? &cb : &ca;
+    WAIT_FOR(atomic_load(&oc->new_leader) >= 1, 3000);
+    ASSERT_EQ_STR(oc->seen, lead == a ? "op-a" : "op-b");
     char *rt = lease_field(fk, "renewTime");
     /* MicroTime: 2006-01-02T15:04:05.000000Z */
     ASSERT_EQ_INT(strlen(rt), 27);

@@ -147,10 +147,11 @@ TEST(client_status_subresource_patch_delete)
                                 NULL, NULL, &e),
                   -EOPNOTSUPP);
     /* delete: precondition mismatch, then with uid and propagation */
-    struct kclient_delete_opts d1 = {.precondition_uid = "wrong", .grace_period_seconds = -1};
+    struct kclient_delete_opts d1 = {.precondition_uid = "wrong"};
     ASSERT_EQ_INT(kclient_delete(c, &AGS, "team-a", "s1", &d1, NULL, &e), TERN_ECONFLICT);
+    ASSERT_EQ_INT(strstr(fake_kube_last(fk, "DELETE", AGS_COLL, NULL, NULL), "gracePeriod") == NULL, 1);
     struct kclient_delete_opts d2 = {.precondition_uid = md_str(cur, "uid"),
-                                     .propagation = "Foreground", .grace_period_seconds = 0};
+                                     .propagation = "Foreground", .grace_period_set = true};
     ASSERT_OK(kclient_delete(c, &AGS, "team-a", "s1", &d2, NULL, &e));
     char *body = fake_kube_last(fk, "DELETE", AGS_COLL "/s1", NULL, NULL);
     ASSERT_CONTAINS(body, "\"propagationPolicy\":\"Foreground\"");

@@ -350,6 +350,44 @@ TEST(recorder_aggregates_repeats_into_a_series)
     fake_kube_free(fk);
 }
 
+TEST(recorder_flushes_series_on_its_timer_and_recreates_expired_events)
+{
+    struct fake_kube *fk = fake_kube_start();
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
+    struct recorder_opts o = {.controller = "tern.dev/operator", .instance = "op-0",
+                              .series_flush_ms = 200};
+    struct recorder *r = recorder_new(cfg, &o);
+    struct recorder_ref ref = {"v1", "Pod", "team-a", "p1", "uid-p1"};
+    struct recorder_stats st;
+    ASSERT_OK(recorder_event(r, &ref, "Normal", "Pulled", "Pull", "image pulled"));
+    WAIT_FOR((recorder_get_stats(r, &st), st.created == 1), 5000);
+    ASSERT_OK(recorder_event(r, &ref, "Normal", "Pulled", "Pull", "image pulled"));
+    ASSERT_OK(recorder_event(r, &ref, "Normal", "Pulled", "Pull", "image pulled"));
+    /* no flush call: the recorder's own timer writes the series */
+    WAIT_FOR((recorder_get_stats(r, &st), st.patched == 1), 5000);
+    char *body = fake_kube_last(fk, "PATCH", "/apis/events.k8s.io/", NULL, NULL);
+    ASSERT_CONTAINS(body, "\"count\":3");
+    /* the Event was garbage-collected (TTL): the next repeat creates it again */
+    cJSON *list = NULL;
+    struct kclient *kc = kclient_new(cfg, NULL);
+    ASSERT_OK(kclient_list(kc, &(struct kgvr){"events.k8s.io", "v1", "events"}, "team-a", NULL,
+                           &list, NULL));
+    const char *name = json_get(json_get(cJSON_GetArrayItem(json_get(list, "items"), 0),
+                                         "metadata"), "name")->valuestring;
+    fake_kube_remove(fk, "/apis/events.k8s.io/v1/namespaces/team-a/events", name);
+    cJSON_Delete(list);
+    struct timespec wait = {0, 250000000}; /* past the flush interval, so it writes at once */
+    nanosleep(&wait, NULL);
+    ASSERT_OK(recorder_event(r, &ref, "Normal", "Pulled", "Pull", "image pulled"));
+    WAIT_FOR(fake_kube_count(fk, "POST", "/apis/events.k8s.io/") == 2, 5000);
+    char *post = fake_kube_last(fk, "POST", "/apis/events.k8s.io/", NULL, NULL);
+    ASSERT_CONTAINS(post, "\"count\":4");
+    kclient_free(kc);
+    recorder_free(r);
+    kubeconfig_free(cfg);
+    fake_kube_free(fk);
+}
+
 /* ---- the process model: informers + queue workers + an HTTP endpoint ---- */
 
 #include "kube/workqueue.h"

@@ -638,7 +638,7 @@ int kclient_delete(struct kclient *c, const struct kgvr *gvr, const char *ns, co
     }
     if (o && o->propagation)
         json_add_string(body, "propagationPolicy", o->propagation);
-    if (o && o->grace_period_seconds >= 0)
+    if (o && o->grace_period_set)
         json_add_int64(body, "gracePeriodSeconds", o->grace_period_seconds);
     char *p = kclient_path(gvr, ns, name, NULL);
     char *s = json_print(body);
