@@ -79,9 +79,9 @@ struct kubeconfig_creds {
 
 /* Builds a config from a parsed kubeconfig document (the JSON form of the
  * YAML). Relative file paths are resolved against base_dir (the kubeconfig
- * file's directory; NULL = the working directory). Files named by
- * client-certificate, client-key and tokenFile... are read now, except
- * tokenFile (per request) and certificate-authority (handed to TLS).
+ * file's directory; NULL = the working directory). client-certificate and
+ * client-key files are read into memory now; tokenFile is read per request;
+ * certificate-authority is a path handed to TLS.
  * Returns 0 and *ret (free with kubeconfig_free), or TERN_EINVALID naming
  * the field, or the error of a file that could not be read. */
 int kubeconfig_from_json(const cJSON *doc, const struct kubeconfig_overrides *ov,
