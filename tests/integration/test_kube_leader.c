@@ -5,6 +5,7 @@
 #include "harness.h"
 
 #include "../support/kube/fake_kube.c"
+#include "../support/kube/kube_test.h"
 
 #include "base/mem.h"
 #include "json/json.h"
@@ -20,34 +21,17 @@
 #define LEASE_PATH "/apis/coordination.k8s.io/v1/namespaces/tern-system/leases/tern-operator"
 #define LEASE_COLL "/apis/coordination.k8s.io/v1/namespaces/tern-system/leases"
 
-#define WAIT_FOR(cond, ms)                                                                         \
-    do {                                                                                           \
-        long long wf_end_ = now_ms() + (ms);                                                       \
-        while (!(cond)) {                                                                          \
-            if (now_ms() > wf_end_)                                                                \
-                th_fail(__FILE__, __LINE__, "timed out waiting for %s", #cond);                    \
-            struct timespec wf_ts_ = {0, 5000000};                                                 \
-            nanosleep(&wf_ts_, NULL);                                                              \
-        }                                                                                          \
-    } while (0)
-
-static struct kubeconfig *config_for(const char *server)
-{
-    char *doc = xasprintf(
-        "{\"current-context\":\"t\",\"contexts\":[{\"name\":\"t\",\"context\":{\"cluster\":\"c\"}}],"
-        "\"clusters\":[{\"name\":\"c\",\"cluster\":{\"server\":\"%s\"}}]}",
-        server);
-    struct kubeconfig *c = NULL;
-    struct tern_err e = {0};
-    if (kubeconfig_parse(doc, strlen(doc), NULL, NULL, &c, &e))
-        th_fail(__FILE__, __LINE__, "kubeconfig: %s", e.msg);
-    free(doc);
-    return c;
-}
-
 struct cand {
-    atomic_int started, stopped;
+    atomic_int started, stopped, new_leader;
+    char seen[64]; /* last holder reported by on_new_leader */
 };
+
+static void on_new_leader(void *ctx, const char *id)
+{
+    struct cand *c = ctx;
+    snprintf(c->seen, sizeof c->seen, "%s", id);
+    atomic_fetch_add(&c->new_leader, 1);
+}
 
 static void on_started(void *ctx)
 {
@@ -63,7 +47,8 @@ static struct leader *candidate(struct kubeconfig *cfg, const char *id, struct c
 {
     struct leader_opts o = {.namespace = "tern-system", .name = "tern-operator", .identity = id,
                             .lease_ms = 2000, .renew_deadline_ms = 1500, .retry_ms = 200,
-                            .on_started = on_started, .on_stopped = on_stopped, .ctx = c,
+                            .on_started = on_started, .on_stopped = on_stopped,
+                            .on_new_leader = on_new_leader, .ctx = c,
                             .client = {.max_retries = -1, .timeout_ms = 1000}};
     int err = 0;
     struct leader *l = leader_new(cfg, &o, &err);
@@ -94,7 +79,7 @@ static bool holder_is(struct fake_kube *fk, const char *id)
 TEST_T(two_candidates_exactly_one_leads_then_release_hands_over, 30)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct cand ca = {0}, cb = {0};
     struct leader *a = candidate(cfg, "op-a", &ca), *b = candidate(cfg, "op-b", &cb);
     WAIT_FOR(leader_is_leader(a) || leader_is_leader(b), 5000);
@@ -108,7 +93,9 @@ TEST_T(two_candidates_exactly_one_leads_then_release_hands_over, 30)
     ASSERT_EQ_INT(atomic_load(&ca.started) + atomic_load(&cb.started), 1);
     struct leader *lead = leader_is_leader(a) ? a : b, *other = lead == a ? b : a;
     const char *other_id = lead == a ? "op-b" : "op-a";
-    struct cand *lc = lead == a ? &ca : &cb;
+    struct cand *lc = lead == a ? &ca : &cb, *oc = lead == a ? &cb : &ca;
+    WAIT_FOR(atomic_load(&oc->new_leader) >= 1, 3000);
+    ASSERT_EQ_STR(oc->seen, lead == a ? "op-a" : "op-b");
     char *rt = lease_field(fk, "renewTime");
     /* MicroTime: 2006-01-02T15:04:05.000000Z */
     ASSERT_EQ_INT(strlen(rt), 27);
@@ -139,7 +126,7 @@ TEST_T(two_candidates_exactly_one_leads_then_release_hands_over, 30)
 TEST_T(takeover_after_a_crashed_leader_waits_out_the_lease, 30)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct cand ca = {0}, cb = {0};
     struct leader *a = candidate(cfg, "op-a", &ca);
     WAIT_FOR(leader_is_leader(a), 5000);
@@ -161,7 +148,7 @@ TEST_T(takeover_after_a_crashed_leader_waits_out_the_lease, 30)
 TEST_T(lease_validity_uses_observed_time_not_clocks, 30)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     /* a holder whose renewTime is decades old by our clock: a clock-comparing
      * elector would grab it at once; we must wait a full lease after seeing it */
     cJSON *lease = NULL;
@@ -188,7 +175,7 @@ TEST_T(lease_validity_uses_observed_time_not_clocks, 30)
 TEST_T(leader_steps_down_when_it_cannot_renew, 30)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct cand ca = {0};
     struct leader *a = candidate(cfg, "op-a", &ca);
     WAIT_FOR(leader_is_leader(a), 5000);

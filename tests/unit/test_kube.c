@@ -561,6 +561,24 @@ TEST(kubeconfig_yaml_as_kubectl_writes_it)
     ASSERT_OK(kubeconfig_load_default(NULL, &c, &e));
     ASSERT_EQ_STR(c->server, "http://h:1");
     kubeconfig_free(c);
+    /* load_auto: an explicit path, then $KUBECONFIG, then in-cluster */
+    setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    ASSERT_OK(kubeconfig_load_auto(NULL, NULL, dir, &c, &e)); /* KUBECONFIG wins */
+    ASSERT_EQ_STR(c->server, "http://h:1");
+    kubeconfig_free(c);
+    unsetenv("KUBECONFIG");
+    char *tok = xasprintf("%s/token", dir);
+    write_file(tok, "t");
+    struct kubeconfig_overrides ns = {.namespace = "other"};
+    ASSERT_OK(kubeconfig_load_auto("", &ns, dir, &c, &e));
+    ASSERT_EQ_STR(c->server, "https://10.0.0.1:443");
+    ASSERT_EQ_STR(c->namespace, "other");
+    kubeconfig_free(c);
+    ASSERT_OK(kubeconfig_load_auto(kc, NULL, dir, &c, &e));
+    ASSERT_EQ_STR(c->server, "http://h:1");
+    kubeconfig_free(c);
+    free(tok);
     free(env);
     free(kc);
     free(cert);

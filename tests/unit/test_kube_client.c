@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include "../support/kube/fake_kube.c"
+#include "../support/kube/kube_test.h"
 
 #include "base/base64.h"
 #include "base/mem.h"
@@ -24,33 +25,6 @@ static const struct kgvr CMS = {"", "v1", "configmaps"};
 #define AGS_COLL "/apis/tern.dev/v1alpha1/namespaces/team-a/agentsessions"
 
 /* now_ms() comes from fake_kube.c */
-
-/* Polls cond every 5 ms until true or timeout (then fails). */
-#define WAIT_FOR(cond, ms)                                                                         \
-    do {                                                                                           \
-        long long wf_end_ = now_ms() + (ms);                                                       \
-        while (!(cond)) {                                                                          \
-            if (now_ms() > wf_end_)                                                                \
-                th_fail(__FILE__, __LINE__, "timed out waiting for %s", #cond);                    \
-            struct timespec wf_ts_ = {0, 5000000};                                                 \
-            nanosleep(&wf_ts_, NULL);                                                              \
-        }                                                                                          \
-    } while (0)
-
-static struct kubeconfig *config_for(const char *server, const char *user_json)
-{
-    char *doc = xasprintf(
-        "{\"current-context\":\"t\",\"contexts\":[{\"name\":\"t\",\"context\":{\"cluster\":\"c\","
-        "\"user\":\"u\",\"namespace\":\"team-a\"}}],\"clusters\":[{\"name\":\"c\",\"cluster\":"
-        "{\"server\":\"%s\"}}],\"users\":[{\"name\":\"u\",\"user\":%s}]}",
-        server, user_json ? user_json : "{}");
-    struct kubeconfig *c = NULL;
-    struct tern_err e = {0};
-    if (kubeconfig_parse(doc, strlen(doc), NULL, th_tmpdir(), &c, &e))
-        th_fail(__FILE__, __LINE__, "kubeconfig: %s", e.msg);
-    free(doc);
-    return c;
-}
 
 static struct kclient *client_for(struct kubeconfig *cfg)
 {
@@ -80,7 +54,7 @@ static const char *md_str(const cJSON *o, const char *k)
 TEST(client_create_get_update_conflict)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), NULL);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct kclient *c = client_for(cfg);
     struct kclient_err e;
     cJSON *obj = session("s1", "a"), *created = NULL, *got = NULL, *upd = NULL;
@@ -116,7 +90,7 @@ TEST(client_create_get_update_conflict)
 TEST(client_status_subresource_patch_delete)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), NULL);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct kclient *c = client_for(cfg);
     struct kclient_err e;
     cJSON *obj = session("s1", "a"), *cur = NULL, *out = NULL;
@@ -173,10 +147,11 @@ TEST(client_status_subresource_patch_delete)
                                 NULL, NULL, &e),
                   -EOPNOTSUPP);
     /* delete: precondition mismatch, then with uid and propagation */
-    struct kclient_delete_opts d1 = {.precondition_uid = "wrong", .grace_period_seconds = -1};
+    struct kclient_delete_opts d1 = {.precondition_uid = "wrong"};
     ASSERT_EQ_INT(kclient_delete(c, &AGS, "team-a", "s1", &d1, NULL, &e), TERN_ECONFLICT);
+    ASSERT_EQ_INT(strstr(fake_kube_last(fk, "DELETE", AGS_COLL, NULL, NULL), "gracePeriod") == NULL, 1);
     struct kclient_delete_opts d2 = {.precondition_uid = md_str(cur, "uid"),
-                                     .propagation = "Foreground", .grace_period_seconds = 0};
+                                     .propagation = "Foreground", .grace_period_set = true};
     ASSERT_OK(kclient_delete(c, &AGS, "team-a", "s1", &d2, NULL, &e));
     char *body = fake_kube_last(fk, "DELETE", AGS_COLL "/s1", NULL, NULL);
     ASSERT_CONTAINS(body, "\"propagationPolicy\":\"Foreground\"");
@@ -201,7 +176,7 @@ TEST(client_status_subresource_patch_delete)
 TEST(client_list_paging_and_selectors)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), NULL);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct kclient *c = client_for(cfg);
     struct kclient_err e;
     char name[32];
@@ -246,7 +221,7 @@ TEST(client_list_paging_and_selectors)
 TEST(client_retries_429_and_5xx)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), NULL);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct kclient_opts o = {.backoff_ms = 10, .max_backoff_ms = 1500, .max_retries = 4};
     struct kclient *c = kclient_new(cfg, &o);
     struct kclient_err e;
@@ -317,7 +292,7 @@ static int mutate_noop(void *ctx, cJSON *obj)
 TEST(client_update_retry_on_conflict)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), NULL);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct kclient *c = client_for(cfg);
     struct kclient_err e;
     cJSON *obj = session("s1", "a"), *out = NULL;
@@ -343,8 +318,8 @@ TEST(auth_bearer_token_and_token_file)
 {
     struct fake_kube *fk = fake_kube_start();
     fake_kube_require_token(fk, "good");
-    struct kubeconfig *bad = config_for(fake_kube_url(fk), "{\"token\":\"bad\"}");
-    struct kubeconfig *good = config_for(fake_kube_url(fk), "{\"token\":\"good\"}");
+    struct kubeconfig *bad = kt_config(fake_kube_url(fk), "{\"token\":\"bad\"}");
+    struct kubeconfig *good = kt_config(fake_kube_url(fk), "{\"token\":\"good\"}");
     struct kclient *cb = client_for(bad), *cg = client_for(good);
     struct kclient_err e;
     ASSERT_EQ_INT(kclient_list(cb, &CMS, "default", NULL, NULL, &e), TERN_EAUTH);
@@ -356,7 +331,7 @@ TEST(auth_bearer_token_and_token_file)
     fputs("good\n", f);
     fclose(f);
     char *user = xasprintf("{\"tokenFile\":\"%s\"}", tf);
-    struct kubeconfig *filecfg = config_for(fake_kube_url(fk), user);
+    struct kubeconfig *filecfg = kt_config(fake_kube_url(fk), user);
     struct kclient *cf = client_for(filecfg);
     ASSERT_OK(kclient_list(cf, &CMS, "default", NULL, NULL, &e));
     fake_kube_require_token(fk, "rotated");
@@ -386,6 +361,28 @@ static char *write_script(const char *name, const char *body)
     return p;
 }
 
+/* ---- watches ---- */
+
+struct wctx {
+    int n;
+    char names[16][32];
+    enum kwatch_type types[16];
+    int stop_after;
+};
+
+static int collect(void *ctx, enum kwatch_type type, cJSON *obj)
+{
+    struct wctx *w = ctx;
+    if (w->n < 16) {
+        const char *nm = md_str(obj, "name");
+        snprintf(w->names[w->n], sizeof w->names[0], "%s", nm ? nm : "");
+        w->types[w->n] = type;
+    }
+    w->n++;
+    cJSON_Delete(obj);
+    return w->n >= w->stop_after ? 99 : 0;
+}
+
 TEST(auth_exec_plugin_rerun_after_401)
 {
     struct fake_kube *fk = fake_kube_start();
@@ -404,7 +401,7 @@ TEST(auth_exec_plugin_rerun_after_401)
                            "\"env\":[{\"name\":\"STATE\",\"value\":\"%s/state\"}],"
                            "\"provideClusterInfo\":true}}",
                            plugin, dir);
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), user);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), user);
     struct kclient *c = client_for(cfg);
     struct kclient_err e;
     ASSERT_OK(kclient_list(c, &CMS, "default", NULL, NULL, &e)); /* tok-1 -> 401 -> tok-2 */
@@ -423,6 +420,16 @@ TEST(auth_exec_plugin_rerun_after_401)
     ASSERT_CONTAINS(info, "\"kind\":\"ExecCredential\"");
     ASSERT_CONTAINS(info, "\"interactive\":false");
     ASSERT_CONTAINS(info, fake_kube_url(fk));
+    /* a watch rejected with 401 re-runs the plugin too, and then streams */
+    fake_kube_require_token(fk, "tok-3");
+    cJSON *cm = NULL;
+    ASSERT_OK(json_parse("{\"metadata\":{\"name\":\"cm1\"}}", 27, &cm, NULL));
+    fake_kube_upsert(fk, "/api/v1/namespaces/default/configmaps", cm);
+    cJSON_Delete(cm);
+    struct wctx w = {.stop_after = 1};
+    struct kclient_list_opts wo = {.resource_version = "0", .timeout_seconds = 5};
+    ASSERT_EQ_INT(kclient_watch(c, &CMS, "default", &wo, collect, &w, &e), 99);
+    ASSERT_EQ_STR(w.names[0], "cm1");
     /* a plugin whose credential stays wrong: one re-run, then the 401 */
     fake_kube_require_token(fk, "never");
     ASSERT_EQ_INT(kclient_list(c, &CMS, "default", NULL, NULL, &e), TERN_EAUTH);
@@ -450,7 +457,7 @@ TEST(auth_exec_plugin_bounds)
     int expect[] = {TERN_ETOOLARGE, TERN_ETIMEOUT, TERN_EAUTH};
     for (int i = 0; i < 3; i++) {
         char *user = xasprintf("{\"exec\":{\"command\":\"%s\"}}", paths[i]);
-        struct kubeconfig *cfg = config_for(fake_kube_url(fk), user);
+        struct kubeconfig *cfg = kt_config(fake_kube_url(fk), user);
         cfg->exec->timeout_ms = 300;
         struct kubeconfig_creds cr;
         struct tern_err e = {0};
@@ -461,7 +468,7 @@ TEST(auth_exec_plugin_bounds)
         free(user);
     }
     /* a missing command */
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), "{\"exec\":{\"command\":\"/nonexistent/x\"}}");
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), "{\"exec\":{\"command\":\"/nonexistent/x\"}}");
     struct kubeconfig_creds cr;
     ASSERT_NE_INT(kubeconfig_creds(cfg, 0, &cr, NULL), 0);
     kubeconfig_free(cfg);
@@ -543,7 +550,7 @@ TEST(auth_client_certificate_over_tls)
     ASSERT_EQ_INT(fake_kube_count(fk, "GET", "/api/v1"), 1);
     kclient_free(c);
     /* with no CA the server certificate is not trusted ... */
-    struct kubeconfig *cfg3 = config_for(server, NULL);
+    struct kubeconfig *cfg3 = kt_config(server, NULL);
     free(cfg3->cert_pem);
     free(cfg3->key_pem);
     cfg3->cert_pem = xstrdup(cfg->cert_pem);
@@ -613,32 +620,10 @@ TEST(auth_in_cluster_files)
     free(key);
 }
 
-/* ---- watches ---- */
-
-struct wctx {
-    int n;
-    char names[16][32];
-    enum kwatch_type types[16];
-    int stop_after;
-};
-
-static int collect(void *ctx, enum kwatch_type type, cJSON *obj)
-{
-    struct wctx *w = ctx;
-    if (w->n < 16) {
-        const char *nm = md_str(obj, "name");
-        snprintf(w->names[w->n], sizeof w->names[0], "%s", nm ? nm : "");
-        w->types[w->n] = type;
-    }
-    w->n++;
-    cJSON_Delete(obj);
-    return w->n >= w->stop_after ? 99 : 0;
-}
-
 TEST(watch_lines_cut_mid_event_are_reassembled)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), NULL);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct kclient *c = client_for(cfg);
     struct kclient_err e;
     fake_kube_split_watch(fk, true);
@@ -651,6 +636,7 @@ TEST(watch_lines_cut_mid_event_are_reassembled)
     fake_kube_remove(fk, AGS_COLL, "w2");
     struct wctx w = {.stop_after = 2};
     struct kclient_list_opts wo = {.resource_version = "0", .timeout_seconds = 5};
+    fake_kube_inject(fk, "GET", AGS_COLL, 429, NULL, 0, 1); /* a throttled watch is retried */
     ASSERT_EQ_INT(kclient_watch(c, &AGS, "team-a", &wo, collect, &w, &e), 99);
     ASSERT_EQ_STR(w.names[0], "w1"); /* synthetic ADDED for what exists */
     ASSERT_EQ_STR(w.names[1], "w3");
@@ -670,7 +656,7 @@ TEST(watch_lines_cut_mid_event_are_reassembled)
 TEST(watch_expired_and_oversized_lines)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk), NULL);
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct kclient *c = client_for(cfg);
     struct kclient_err e;
     cJSON *o = session("a", "a");

@@ -4,6 +4,7 @@
 #include "harness.h"
 
 #include "../support/kube/fake_kube.c"
+#include "../support/kube/kube_test.h"
 
 #include "base/mem.h"
 #include "json/json.h"
@@ -11,6 +12,7 @@
 #include "kube/kclient.h"
 #include "kube/kubeconfig.h"
 #include "kube/recorder.h"
+#include "http/httpc.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,31 +22,6 @@
 static const struct kgvr AGS = {"tern.dev", "v1alpha1", "agentsessions"};
 #define AGS_COLL "/apis/tern.dev/v1alpha1/namespaces/team-a/agentsessions"
 #define PODS_COLL "/api/v1/namespaces/team-a/pods"
-
-#define WAIT_FOR(cond, ms)                                                                         \
-    do {                                                                                           \
-        long long wf_end_ = now_ms() + (ms);                                                       \
-        while (!(cond)) {                                                                          \
-            if (now_ms() > wf_end_)                                                                \
-                th_fail(__FILE__, __LINE__, "timed out waiting for %s", #cond);                    \
-            struct timespec wf_ts_ = {0, 5000000};                                                 \
-            nanosleep(&wf_ts_, NULL);                                                              \
-        }                                                                                          \
-    } while (0)
-
-static struct kubeconfig *config_for(const char *server)
-{
-    char *doc = xasprintf(
-        "{\"current-context\":\"t\",\"contexts\":[{\"name\":\"t\",\"context\":{\"cluster\":\"c\"}}],"
-        "\"clusters\":[{\"name\":\"c\",\"cluster\":{\"server\":\"%s\"}}]}",
-        server);
-    struct kubeconfig *c = NULL;
-    struct tern_err e = {0};
-    if (kubeconfig_parse(doc, strlen(doc), NULL, NULL, &c, &e))
-        th_fail(__FILE__, __LINE__, "kubeconfig: %s", e.msg);
-    free(doc);
-    return c;
-}
 
 #define obj_of(fmt, name, extra) parse_obj(xasprintf(fmt, name, extra))
 static cJSON *parse_obj(char *s)
@@ -130,7 +107,7 @@ TEST(informer_lists_watches_and_indexes)
         snprintf(n, sizeof n, "s%d", i);
         put_session(fk, n, "one");
     }
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct counts c = {0};
     struct informer *inf = start_informer(cfg, &c);
     ASSERT_EQ_INT(informer_len(inf), 5);
@@ -196,7 +173,7 @@ TEST(informer_owner_index)
     fake_kube_upsert(fk, PODS_COLL, p1);
     fake_kube_upsert(fk, PODS_COLL, p2);
     fake_kube_upsert(fk, PODS_COLL, p3);
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct informer_opts o = {.gvr = {"", "v1", "pods"}, .backoff_ms = 20};
     struct informer *inf = informer_new(cfg, &o, NULL);
     ASSERT_OK(informer_start(inf));
@@ -235,7 +212,7 @@ TEST(informer_relists_on_410_without_spurious_events)
         snprintf(n, sizeof n, "s%d", i);
         put_session(fk, n, "one");
     }
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct counts c = {0};
     struct informer *inf = start_informer(cfg, &c);
     WAIT_FOR(fake_kube_watchers(fk) == 1, 5000);
@@ -271,7 +248,7 @@ TEST(informer_survives_server_restart)
 {
     struct fake_kube *fk = fake_kube_start();
     put_session(fk, "a", "one");
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct counts c = {0};
     struct informer *inf = start_informer(cfg, &c);
     WAIT_FOR(fake_kube_watchers(fk) == 1, 5000);
@@ -304,7 +281,7 @@ TEST(informer_watch_cut_mid_line)
 {
     struct fake_kube *fk = fake_kube_start();
     fake_kube_split_watch(fk, true);
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct counts c = {0};
     struct informer *inf = start_informer(cfg, &c);
     WAIT_FOR(fake_kube_watchers(fk) == 1, 5000);
@@ -328,7 +305,7 @@ TEST(informer_watch_cut_mid_line)
 TEST(recorder_aggregates_repeats_into_a_series)
 {
     struct fake_kube *fk = fake_kube_start();
-    struct kubeconfig *cfg = config_for(fake_kube_url(fk));
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
     struct recorder_opts o = {.controller = "tern.dev/operator", .instance = "op-0",
                               .series_flush_ms = 60000};
     struct recorder *r = recorder_new(cfg, &o);
@@ -369,6 +346,163 @@ TEST(recorder_aggregates_repeats_into_a_series)
     ASSERT_EQ_INT(strlen(json_get(ev, "note")->valuestring), 1024);
     cJSON_Delete(ev);
     recorder_free(r);
+    kubeconfig_free(cfg);
+    fake_kube_free(fk);
+}
+
+TEST(recorder_flushes_series_on_its_timer_and_recreates_expired_events)
+{
+    struct fake_kube *fk = fake_kube_start();
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
+    struct recorder_opts o = {.controller = "tern.dev/operator", .instance = "op-0",
+                              .series_flush_ms = 200};
+    struct recorder *r = recorder_new(cfg, &o);
+    struct recorder_ref ref = {"v1", "Pod", "team-a", "p1", "uid-p1"};
+    struct recorder_stats st;
+    ASSERT_OK(recorder_event(r, &ref, "Normal", "Pulled", "Pull", "image pulled"));
+    WAIT_FOR((recorder_get_stats(r, &st), st.created == 1), 5000);
+    ASSERT_OK(recorder_event(r, &ref, "Normal", "Pulled", "Pull", "image pulled"));
+    ASSERT_OK(recorder_event(r, &ref, "Normal", "Pulled", "Pull", "image pulled"));
+    /* no flush call: the recorder's own timer writes the series */
+    WAIT_FOR((recorder_get_stats(r, &st), st.patched == 1), 5000);
+    char *body = fake_kube_last(fk, "PATCH", "/apis/events.k8s.io/", NULL, NULL);
+    ASSERT_CONTAINS(body, "\"count\":3");
+    /* the Event was garbage-collected (TTL): the next repeat creates it again */
+    cJSON *list = NULL;
+    struct kclient *kc = kclient_new(cfg, NULL);
+    ASSERT_OK(kclient_list(kc, &(struct kgvr){"events.k8s.io", "v1", "events"}, "team-a", NULL,
+                           &list, NULL));
+    const char *name = json_get(json_get(cJSON_GetArrayItem(json_get(list, "items"), 0),
+                                         "metadata"), "name")->valuestring;
+    fake_kube_remove(fk, "/apis/events.k8s.io/v1/namespaces/team-a/events", name);
+    cJSON_Delete(list);
+    struct timespec wait = {0, 250000000}; /* past the flush interval, so it writes at once */
+    nanosleep(&wait, NULL);
+    ASSERT_OK(recorder_event(r, &ref, "Normal", "Pulled", "Pull", "image pulled"));
+    WAIT_FOR(fake_kube_count(fk, "POST", "/apis/events.k8s.io/") == 2, 5000);
+    char *post = fake_kube_last(fk, "POST", "/apis/events.k8s.io/", NULL, NULL);
+    ASSERT_CONTAINS(post, "\"count\":4");
+    kclient_free(kc);
+    recorder_free(r);
+    kubeconfig_free(cfg);
+    fake_kube_free(fk);
+}
+
+/* ---- the process model: informers + queue workers + an HTTP endpoint ---- */
+
+#include "kube/workqueue.h"
+
+#include <sys/resource.h>
+
+static void enqueue_key(void *ctx, const cJSON *o)
+{
+    char *k = informer_key(o);
+    workqueue_add(ctx, k);
+    free(k);
+}
+
+static void enqueue_update(void *ctx, const cJSON *a, const cJSON *b)
+{
+    (void)a;
+    enqueue_key(ctx, b);
+}
+
+struct worker {
+    struct workqueue *q;
+    atomic_int *handled;
+    pthread_t th;
+};
+
+static void *work(void *arg)
+{
+    struct worker *w = arg;
+    char *k;
+    while (workqueue_get(w->q, &k) == 0) {
+        atomic_fetch_add(w->handled, 1);
+        workqueue_done(w->q, k);
+        free(k);
+    }
+    return NULL;
+}
+
+static enum MHD_Result health(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls)
+{
+    (void)cls;
+    (void)url;
+    (void)method;
+    (void)version;
+    (void)upload;
+    (void)upload_size;
+    (void)con_cls;
+    struct MHD_Response *r = MHD_create_response_from_buffer(2, (void *)"ok", MHD_RESPMEM_PERSISTENT);
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static long cpu_ms(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000L +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000L;
+}
+
+TEST(one_process_runs_informers_workers_and_http_without_busy_waiting)
+{
+    struct fake_kube *fk = fake_kube_start();
+    put_session(fk, "s1", "x");
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
+    struct workqueue *q = workqueue_new(NULL);
+    struct informer_handlers h = {enqueue_key, enqueue_update, enqueue_key, q};
+    struct informer_opts o1 = {.gvr = AGS, .watch_timeout_s = 60};
+    struct informer_opts o2 = {.gvr = {"", "v1", "pods"}, .watch_timeout_s = 60};
+    struct informer *i1 = informer_new(cfg, &o1, &h), *i2 = informer_new(cfg, &o2, &h);
+    ASSERT_OK(informer_start(i1));
+    ASSERT_OK(informer_start(i2));
+    atomic_int handled = 0;
+    struct worker w[2] = {{q, &handled, 0}, {q, &handled, 0}};
+    for (int i = 0; i < 2; i++)
+        pthread_create(&w[i].th, NULL, work, &w[i]);
+    struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0,
+                                            NULL, NULL, health, NULL, MHD_OPTION_END);
+    ASSERT_NOT_NULL(d);
+    int port = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT)->port;
+    ASSERT_OK(informer_wait_synced(i1, 5000));
+    ASSERT_OK(informer_wait_synced(i2, 5000));
+    WAIT_FOR(fake_kube_watchers(fk) == 2 && atomic_load(&handled) == 1, 5000);
+    put_session(fk, "s2", "y");
+    cJSON *p = obj_of("{\"metadata\":{\"name\":\"%s\",\"labels\":{\"x\":\"%s\"}}}", "p1", "1");
+    fake_kube_upsert(fk, PODS_COLL, p);
+    cJSON_Delete(p);
+    WAIT_FOR(atomic_load(&handled) == 3, 5000);
+    struct httpc *hc = httpc_new();
+    char *url = xasprintf("http://127.0.0.1:%d/healthz", port);
+    struct httpc_request rq = {.url = url, .timeout_ms = 5000};
+    struct httpc_response rs;
+    ASSERT_OK(httpc_do(hc, &rq, &rs, NULL));
+    ASSERT_EQ_INT(rs.status, 200);
+    httpc_response_done(&rs);
+    /* idle: two open watches, two blocked workers, a listening endpoint (and
+     * the fake server's own threads) must cost next to no CPU */
+    long c0 = cpu_ms();
+    struct timespec one = {1, 0};
+    nanosleep(&one, NULL);
+    long used = cpu_ms() - c0;
+    ASSERT_CMP_INT(used, <, 100);
+    /* clean shutdown */
+    informer_free(i1);
+    informer_free(i2);
+    workqueue_shutdown(q);
+    for (int i = 0; i < 2; i++)
+        pthread_join(w[i].th, NULL);
+    workqueue_drain(q);
+    workqueue_free(q);
+    MHD_stop_daemon(d);
+    httpc_free(hc);
+    free(url);
     kubeconfig_free(cfg);
     fake_kube_free(fk);
 }

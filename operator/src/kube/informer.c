@@ -4,6 +4,7 @@
 #include "base/mem.h"
 #include "json/json.h"
 #include "kube/kmap.h"
+#include "kube/ktime.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -12,8 +13,10 @@
 #include <string.h>
 #include <time.h>
 
+/* A cached object is kept as compact JSON text (about a tenth of the memory
+ * of a cJSON tree); trees are made again when a handler or reader needs one. */
 struct ientry {
-    cJSON *obj;
+    char *json;
     char *key;
     char *rv;
     char **owners; /* owner UIDs */
@@ -70,7 +73,7 @@ static void entry_free(struct ientry *e)
 {
     if (!e)
         return;
-    cJSON_Delete(e->obj);
+    free(e->json);
     free(e->key);
     free(e->rv);
     for (size_t i = 0; i < e->nowners; i++)
@@ -79,19 +82,19 @@ static void entry_free(struct ientry *e)
     free(e);
 }
 
-/* Takes ownership of obj; NULL when it has no name. */
+/* The entry for obj (which is left to the caller, with managedFields
+ * removed unless kept); NULL when it has no name. */
 static struct ientry *entry_new(struct informer *inf, cJSON *obj)
 {
     char *key = informer_key(obj);
-    if (!key) {
-        cJSON_Delete(obj);
+    if (!key)
         return NULL;
-    }
     cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
     if (!inf->o.keep_managed_fields)
         cJSON_DeleteItemFromObjectCaseSensitive(md, "managedFields");
     struct ientry *e = xcalloc(1, sizeof *e);
-    e->obj = obj;
+    char *text = json_print(obj);
+    e->json = xrealloc(text, strlen(text) + 1); /* no slack: this is what stays */
     e->key = key;
     e->rv = xstrdup(obj_rv(obj));
     const cJSON *refs = json_get(md, "ownerReferences"), *it;
@@ -175,7 +178,7 @@ enum dtype { D_ADD, D_UPDATE, D_DELETE };
 struct deferred {
     enum dtype type;
     struct ientry *old; /* owned (update/delete) */
-    const cJSON *new_obj; /* borrowed from the cache (add/update) */
+    cJSON *new_obj;     /* owned (add/update): the new state */
     cJSON *del_obj;     /* owned: the last state of a delete, when not old's */
 };
 struct dlist {
@@ -192,27 +195,43 @@ static void dl_push(struct dlist *l, struct deferred d)
     l->v[l->n++] = d;
 }
 
-/* Runs the handlers (no lock held: only this thread changes the cache, so
- * borrowed cache objects stay valid) and frees what they referred to. */
+/* A tree of a cached entry's text (which we printed ourselves). */
+static cJSON *entry_tree(const struct ientry *e)
+{
+    cJSON *o = NULL;
+    if (json_parse(e->json, strlen(e->json), &o, NULL))
+        abort(); /* cannot happen: the text came from json_print */
+    return o;
+}
+
+/* Runs the handlers without the cache lock and frees what they referred to. */
 static void dl_run(struct informer *inf, struct dlist *l)
 {
     for (size_t i = 0; i < l->n; i++) {
         struct deferred *d = &l->v[i];
+        cJSON *old = NULL;
         switch (d->type) {
         case D_ADD:
             if (inf->h.on_add)
                 inf->h.on_add(inf->h.ctx, d->new_obj);
             break;
         case D_UPDATE:
-            if (inf->h.on_update)
-                inf->h.on_update(inf->h.ctx, d->old->obj, d->new_obj);
+            if (inf->h.on_update) {
+                old = entry_tree(d->old);
+                inf->h.on_update(inf->h.ctx, old, d->new_obj);
+            }
             break;
         case D_DELETE:
-            if (inf->h.on_delete)
-                inf->h.on_delete(inf->h.ctx, d->del_obj ? d->del_obj : d->old->obj);
+            if (inf->h.on_delete) {
+                if (!d->del_obj)
+                    old = entry_tree(d->old);
+                inf->h.on_delete(inf->h.ctx, d->del_obj ? d->del_obj : old);
+            }
             break;
         }
+        cJSON_Delete(old);
         entry_free(d->old);
+        cJSON_Delete(d->new_obj);
         cJSON_Delete(d->del_obj);
     }
     free(l->v);
@@ -226,25 +245,10 @@ static long jitter(struct informer *inf, long ms)
     return ms - (long)(rand_r(&inf->seed) % (unsigned)(ms / 5 + 1));
 }
 
-/* Sleeps ms unless stopped; returns true when stopped. */
-static bool sleep_or_stop(struct informer *inf, long ms)
+/* Sleeps about ms (jittered) unless stopped; returns true when stopped. */
+static bool nap(struct informer *inf, long ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&inf->mu);
-    while (!atomic_load(&inf->stop)) {
-        if (pthread_cond_timedwait(&inf->cond, &inf->mu, &ts) == ETIMEDOUT)
-            break;
-    }
-    bool s = atomic_load(&inf->stop);
-    pthread_mutex_unlock(&inf->mu);
-    return s;
+    return ktime_sleep_or_stop(&inf->mu, &inf->cond, &inf->stop, jitter(inf, ms));
 }
 
 static void stat_add(struct informer *inf, unsigned long *field, unsigned long n)
@@ -264,6 +268,7 @@ static int on_list_item(void *ctx, cJSON *item)
 {
     struct list_ctx *lc = ctx;
     struct ientry *e = entry_new(lc->inf, item);
+    cJSON_Delete(item); /* keep only text while the list is assembled */
     if (!e)
         return 0;
     struct ientry *dup = kmap_put(lc->fresh, e->key, e);
@@ -299,8 +304,10 @@ static int diff_added(void *ctx, const char *key, void *value)
         return 0;
     }
     old = cache_put(dc->inf, e);
-    dl_push(dc->dl, (struct deferred){.type = old ? D_UPDATE : D_ADD, .old = old,
-                                      .new_obj = e->obj});
+    bool wanted = old ? dc->inf->h.on_update != NULL : dc->inf->h.on_add != NULL;
+    if (old || wanted)
+        dl_push(dc->dl, (struct deferred){.type = old ? D_UPDATE : D_ADD, .old = old,
+                                          .new_obj = wanted ? entry_tree(e) : NULL});
     return 0;
 }
 
@@ -376,15 +383,14 @@ static int on_event(void *ctx, enum kwatch_type type, cJSON *obj)
             cJSON_Delete(obj);
     } else {
         struct ientry *e = entry_new(inf, obj);
-        if (e) {
-            struct ientry *cur = kmap_get(inf->cache, e->key);
-            if (cur && strcmp(cur->rv, e->rv) == 0) {
-                entry_free(e); /* already seen (e.g. replayed after a relist) */
-            } else {
-                struct ientry *old = cache_put(inf, e);
-                dl_push(&dl, (struct deferred){.type = old ? D_UPDATE : D_ADD, .old = old,
-                                               .new_obj = e->obj});
-            }
+        struct ientry *cur = e ? kmap_get(inf->cache, e->key) : NULL;
+        if (!e || (cur && strcmp(cur->rv, e->rv) == 0)) {
+            entry_free(e); /* already seen (e.g. replayed after a relist) */
+            cJSON_Delete(obj);
+        } else {
+            struct ientry *old = cache_put(inf, e);
+            dl_push(&dl, (struct deferred){.type = old ? D_UPDATE : D_ADD, .old = old,
+                                           .new_obj = obj});
         }
     }
     set_rv(inf, rv);
@@ -409,7 +415,7 @@ static void *run(void *arg)
             if (atomic_load(&inf->stop))
                 break;
             stat_add(inf, &inf->stats.errors, 1);
-            if (sleep_or_stop(inf, jitter(inf, delay)))
+            if (nap(inf, delay))
                 break;
             delay = delay * 2 > inf->o.max_backoff_ms ? inf->o.max_backoff_ms : delay * 2;
             continue;
@@ -444,7 +450,7 @@ static void *run(void *arg)
                 /* closed by the server: resume from the tracked version (after a
                  * pause if it closed at once, so a misbehaving server is not
                  * hammered) */
-                if (wc.events == 0 && sleep_or_stop(inf, jitter(inf, inf->o.backoff_ms)))
+                if (wc.events == 0 && nap(inf, inf->o.backoff_ms))
                     goto done;
                 continue;
             }
@@ -452,7 +458,7 @@ static void *run(void *arg)
                 goto done;
             stat_add(inf, &inf->stats.errors, 1);
             if (r != TERN_ECOMPACTED || wc.events == 0) {
-                if (sleep_or_stop(inf, jitter(inf, delay)))
+                if (nap(inf, delay))
                     goto done;
                 delay = delay * 2 > inf->o.max_backoff_ms ? inf->o.max_backoff_ms : delay * 2;
             }
@@ -492,11 +498,7 @@ struct informer *informer_new(struct kubeconfig *cfg, const struct informer_opts
     inf->owners = kmap_new();
     inf->rv = xstrdup("");
     pthread_mutex_init(&inf->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&inf->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    ktime_cond_init(&inf->cond);
     atomic_init(&inf->stop, false);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -572,13 +574,7 @@ bool informer_has_synced(struct informer *inf)
 int informer_wait_synced(struct informer *inf, long timeout_ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    ktime_deadline(timeout_ms, &ts);
     pthread_mutex_lock(&inf->mu);
     while (!inf->synced) {
         if (pthread_cond_timedwait(&inf->cond, &inf->mu, &ts) == ETIMEDOUT)
@@ -594,7 +590,7 @@ cJSON *informer_get(struct informer *inf, const char *ns, const char *name)
     char *key = ns && ns[0] ? xasprintf("%s/%s", ns, name) : xstrdup(name);
     pthread_rwlock_rdlock(&inf->lock);
     struct ientry *e = kmap_get(inf->cache, key);
-    cJSON *copy = e ? json_dup(e->obj) : NULL;
+    cJSON *copy = e ? entry_tree(e) : NULL;
     pthread_rwlock_unlock(&inf->lock);
     free(key);
     return copy;
@@ -617,7 +613,10 @@ static int each_cb(void *ctx, const char *key, void *value)
 {
     struct each_ctx *ec = ctx;
     (void)key;
-    return ec->fn(ec->ctx, ((struct ientry *)value)->obj);
+    cJSON *o = entry_tree(value);
+    int r = ec->fn(ec->ctx, o);
+    cJSON_Delete(o);
+    return r;
 }
 
 int informer_each(struct informer *inf, int (*fn)(void *ctx, const cJSON *obj), void *ctx)
@@ -636,7 +635,11 @@ int informer_each_owned(struct informer *inf, const char *owner_uid,
     pthread_rwlock_rdlock(&inf->lock);
     struct oset *s = kmap_get(inf->owners, owner_uid);
     for (size_t i = 0; s && i < s->n && !r; i++)
-        r = fn(ctx, s->v[i]->obj);
+    {
+        cJSON *o = entry_tree(s->v[i]);
+        r = fn(ctx, o);
+        cJSON_Delete(o);
+    }
     pthread_rwlock_unlock(&inf->lock);
     return r;
 }
@@ -660,8 +663,9 @@ static int resync_cb(void *ctx, const char *key, void *value)
 {
     struct informer *inf = ctx;
     (void)key;
-    const cJSON *o = ((struct ientry *)value)->obj;
+    cJSON *o = entry_tree(value);
     inf->h.on_update(inf->h.ctx, o, o);
+    cJSON_Delete(o);
     return 0;
 }
 

@@ -210,6 +210,7 @@ struct exchange {
     int (*on_line)(void *ctx, const char *line, size_t len);
     void *ctx;
     size_t max_line;
+    void (*on_retry)(void *ctx); /* forget what on_line kept of a failed attempt */
 };
 
 /* One HTTP exchange with the current credentials. */
@@ -298,15 +299,20 @@ static int exchange(struct kclient *c, const struct exchange *x, struct httpc_re
     for (int attempt = 0;; attempt++) {
         struct tern_err te = {0};
         r = exchange_once(c, x, 0, &gen, resp, &te);
-        if (r == 0 && resp->status == 401 && !refreshed && gen &&
+        /* an error status on a stream stops on_line with a positive code */
+        bool answered = r == 0 || (r > 0 && resp->status >= 300);
+        if (answered && resp->status == 401 && !refreshed && gen &&
             kubeconfig_can_refresh(c->cfg)) {
             /* the plugin's credential was rejected: run it again, once */
             refreshed = true;
             httpc_response_done(resp);
+            if (x->on_retry)
+                x->on_retry(x->ctx);
             r = exchange_once(c, x, gen, &gen, resp, &te);
+            answered = r == 0 || (r > 0 && resp->status >= 300);
         }
         long wait = -1;
-        if (r == 0) {
+        if (answered) {
             long ra = retry_after(resp);
             if (err)
                 err->retry_after_s = ra > 0 ? ra : 0;
@@ -329,6 +335,8 @@ static int exchange(struct kclient *c, const struct exchange *x, struct httpc_re
         if (wait > c->o.max_backoff_ms)
             wait = c->o.max_backoff_ms;
         httpc_response_done(resp);
+        if (x->on_retry)
+            x->on_retry(x->ctx);
         int nr = nap(c, wait);
         if (nr) {
             memset(resp, 0, sizeof *resp);
@@ -630,7 +638,7 @@ int kclient_delete(struct kclient *c, const struct kgvr *gvr, const char *ns, co
     }
     if (o && o->propagation)
         json_add_string(body, "propagationPolicy", o->propagation);
-    if (o && o->grace_period_seconds >= 0)
+    if (o && o->grace_period_set)
         json_add_int64(body, "gracePeriodSeconds", o->grace_period_seconds);
     char *p = kclient_path(gvr, ns, name, NULL);
     char *s = json_print(body);
@@ -732,6 +740,14 @@ struct watch_ctx {
 
 #define WATCH_NOT_EVENT 1 /* on_line stopped: the body is not a stream of events */
 
+static void on_watch_retry(void *vctx)
+{
+    struct watch_ctx *w = vctx;
+    buf_reset(&w->other);
+    if (w->err)
+        memset(&w->err->e, 0, sizeof w->err->e);
+}
+
 static int on_watch_line(void *vctx, const char *line, size_t len)
 {
     struct watch_ctx *w = vctx;
@@ -776,6 +792,7 @@ int kclient_watch(struct kclient *c, const struct kgvr *gvr, const char *ns,
         .method = "GET",
         .path = path,
         .on_line = on_watch_line,
+        .on_retry = on_watch_retry,
         .ctx = &w,
         .max_line = TERN_KUBE_MAX_WATCH_LINE,
         /* a silent stream is dead: bookmarks or the server timeout come first */

@@ -136,7 +136,8 @@ struct kclient_delete_opts {
     const char *precondition_uid;
     const char *precondition_rv;
     const char *propagation;      /* "Foreground", "Background", "Orphan" or NULL */
-    long grace_period_seconds;    /* -1 = unset */
+    bool grace_period_set;        /* send grace_period_seconds (0 = delete now) */
+    long grace_period_seconds;
 };
 
 /* Deletes; *ret (ret may be NULL) is the object (still present with a

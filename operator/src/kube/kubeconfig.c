@@ -564,6 +564,28 @@ out:
     return r;
 }
 
+int kubeconfig_load_auto(const char *path, const struct kubeconfig_overrides *ov,
+                         const char *sa_dir, struct kubeconfig **ret, struct tern_err *err)
+{
+    if (path && path[0])
+        return kubeconfig_load_file(path, ov, ret, err);
+    const char *env = getenv("KUBECONFIG");
+    const char *host = getenv("KUBERNETES_SERVICE_HOST");
+    if ((!env || !env[0]) && host && host[0]) {
+        struct kubeconfig *c = NULL;
+        int r = kubeconfig_in_cluster(sa_dir, &c, err);
+        if (r)
+            return r;
+        if (ov && ov->namespace && ov->namespace[0]) {
+            free(c->namespace);
+            c->namespace = xstrdup(ov->namespace);
+        }
+        *ret = c;
+        return 0;
+    }
+    return kubeconfig_load_default(ov, ret, err);
+}
+
 void kubeconfig_creds_done(struct kubeconfig_creds *cr)
 {
     if (!cr)

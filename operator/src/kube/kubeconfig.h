@@ -79,9 +79,9 @@ struct kubeconfig_creds {
 
 /* Builds a config from a parsed kubeconfig document (the JSON form of the
  * YAML). Relative file paths are resolved against base_dir (the kubeconfig
- * file's directory; NULL = the working directory). Files named by
- * client-certificate, client-key and tokenFile... are read now, except
- * tokenFile (per request) and certificate-authority (handed to TLS).
+ * file's directory; NULL = the working directory). client-certificate and
+ * client-key files are read into memory now; tokenFile is read per request;
+ * certificate-authority is a path handed to TLS.
  * Returns 0 and *ret (free with kubeconfig_free), or TERN_EINVALID naming
  * the field, or the error of a file that could not be read. */
 int kubeconfig_from_json(const cJSON *doc, const struct kubeconfig_overrides *ov,
@@ -108,6 +108,14 @@ int kubeconfig_load_default(const struct kubeconfig_overrides *ov, struct kubeco
  * re-read per request. -ENOENT when the environment variables are unset or
  * the token file is missing. */
 int kubeconfig_in_cluster(const char *dir, struct kubeconfig **ret, struct tern_err *err);
+
+/* What a binary with a --kubeconfig flag does (client-go's
+ * BuildConfigFromFlags order): path (non-empty) is loaded; else $KUBECONFIG
+ * if set; else in-cluster config when KUBERNETES_SERVICE_HOST is set (with
+ * sa_dir as in kubeconfig_in_cluster); else $HOME/.kube/config. Overrides
+ * apply to the kubeconfig cases; in-cluster takes only ov->namespace. */
+int kubeconfig_load_auto(const char *path, const struct kubeconfig_overrides *ov,
+                         const char *sa_dir, struct kubeconfig **ret, struct tern_err *err);
 
 void kubeconfig_free(struct kubeconfig *c);
 

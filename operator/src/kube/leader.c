@@ -3,6 +3,7 @@
 
 #include "base/mem.h"
 #include "json/json.h"
+#include "kube/ktime.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -33,13 +34,6 @@ struct leader {
     long observed_duration_s;
     unsigned seed;
 };
-
-static long long mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void now_micro(char out[32])
 {
@@ -75,33 +69,10 @@ struct leader *leader_new(struct kubeconfig *cfg, const struct leader_opts *opts
     kclient_set_cancel(l->kc, &l->stop);
     atomic_init(&l->stop, false);
     pthread_mutex_init(&l->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&l->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    ktime_cond_init(&l->cond);
     l->holder = xstrdup("");
-    l->seed = (unsigned)(mono_ms() ^ (uintptr_t)l);
+    l->seed = (unsigned)(ktime_mono_ms() ^ (uintptr_t)l);
     return l;
-}
-
-static bool sleep_or_stop(struct leader *l, long ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&l->mu);
-    while (!atomic_load(&l->stop))
-        if (pthread_cond_timedwait(&l->cond, &l->mu, &ts) == ETIMEDOUT)
-            break;
-    bool s = atomic_load(&l->stop);
-    pthread_mutex_unlock(&l->mu);
-    return s;
 }
 
 static void set_holder(struct leader *l, const char *h)
@@ -136,7 +107,7 @@ static void observe(struct leader *l, const cJSON *spec)
     if (!l->observed_spec || strcmp(s, l->observed_spec) != 0) {
         free(l->observed_spec);
         l->observed_spec = s;
-        l->observed_ms = mono_ms();
+        l->observed_ms = ktime_mono_ms();
         int64_t d = 0;
         json_get_int64(spec, "spec", "leaseDurationSeconds", JSON_OPTIONAL, &d, NULL);
         l->observed_duration_s = d > 0 ? (long)d : (l->o.lease_ms + 999) / 1000;
@@ -197,7 +168,7 @@ static int try_acquire_or_renew(struct leader *l)
     set_holder(l, holder);
     bool mine = strcmp(holder, l->id) == 0;
     long long valid_until = l->observed_ms + (long long)l->observed_duration_s * 1000;
-    if (holder[0] && !mine && valid_until > mono_ms()) {
+    if (holder[0] && !mine && valid_until > ktime_mono_ms()) {
         cJSON_Delete(lease);
         return 1;
     }
@@ -249,23 +220,23 @@ static void *run(void *arg)
             if (try_acquire_or_renew(l) == 0)
                 break;
             long j = l->o.retry_ms + (long)(rand_r(&l->seed) % (unsigned)(l->o.retry_ms / 5 + 1));
-            if (sleep_or_stop(l, j))
+            if (ktime_sleep_or_stop(&l->mu, &l->cond, &l->stop, j))
                 goto done;
         }
         if (atomic_load(&l->stop))
             break;
         set_leading(l, true);
         /* leader: renew every retry period; give up after renew_deadline */
-        long long last_ok = mono_ms();
+        long long last_ok = ktime_mono_ms();
         while (!atomic_load(&l->stop)) {
-            if (sleep_or_stop(l, l->o.retry_ms))
+            if (ktime_sleep_or_stop(&l->mu, &l->cond, &l->stop, l->o.retry_ms))
                 goto done;
             int r = try_acquire_or_renew(l);
             if (r == 0) {
-                last_ok = mono_ms();
+                last_ok = ktime_mono_ms();
                 continue;
             }
-            if (r == 1 || mono_ms() - last_ok >= l->o.renew_deadline_ms)
+            if (r == 1 || ktime_mono_ms() - last_ok >= l->o.renew_deadline_ms)
                 break; /* someone else holds it, or we could not renew in time */
         }
         set_leading(l, false);

@@ -5,6 +5,7 @@
 #include "base/mem.h"
 #include "json/json.h"
 #include "kube/kmap.h"
+#include "kube/ktime.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -50,13 +51,6 @@ struct recorder {
     struct recorder_stats stats;
     unsigned seq;
 };
-
-static long long mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 size_t recorder_truncate_utf8(char *s, size_t max)
 {
@@ -226,7 +220,7 @@ static int create_event(struct recorder *r, const struct rec *e, struct series *
         s->event_ns = xstrdup(ns);
         s->event_name = xstrdup(name);
         s->written = s->count;
-        s->last_write_ms = mono_ms();
+        s->last_write_ms = ktime_mono_ms();
     }
     return rc;
 }
@@ -248,7 +242,7 @@ static int patch_series(struct recorder *r, struct series *s, const struct rec *
         return create_event(r, e, s);
     if (rc == 0) {
         s->written = s->count;
-        s->last_write_ms = mono_ms();
+        s->last_write_ms = ktime_mono_ms();
     }
     return rc;
 }
@@ -275,7 +269,7 @@ static int evict_cb(void *ctx, const char *key, void *value)
 
 static void evict(struct recorder *r)
 {
-    struct evict_ctx ec = {r, mono_ms() - r->o.series_window_ms, NULL};
+    struct evict_ctx ec = {r, ktime_mono_ms() - r->o.series_window_ms, NULL};
     kmap_each(r->series, evict_cb, &ec);
     while (kmap_len(r->series) >= TERN_KUBE_MAX_EVENT_SERIES) {
         ec.oldest = NULL;
@@ -299,7 +293,7 @@ static void handle(struct recorder *r, struct rec *e)
 {
     char *key = series_key(e);
     struct series *s = kmap_get(r->series, key);
-    long long now = mono_ms();
+    long long now = ktime_mono_ms();
     if (s && now - s->last_ms > r->o.series_window_ms) {
         kmap_del(r->series, key);
         series_free(s);
@@ -345,7 +339,7 @@ static int flush_cb(void *ctx, const char *key, void *value)
     if (s->written == s->count || !s->event_name)
         return 0;
     long long due = s->last_write_ms + fc->r->o.series_flush_ms;
-    if (fc->all || mono_ms() >= due) {
+    if (fc->all || ktime_mono_ms() >= due) {
         int rc = patch_series(fc->r, s, NULL);
         stat_inc(fc->r, rc ? &fc->r->stats.failed : &fc->r->stats.patched);
         if (rc)
@@ -364,17 +358,11 @@ static void *run(void *arg)
     for (;;) {
         while (!r->head && !r->stop && !r->flush_req) {
             if (next_due) {
-                long long wait = next_due - mono_ms();
+                long long wait = next_due - ktime_mono_ms();
                 if (wait <= 0)
                     break;
                 struct timespec ts;
-                clock_gettime(CLOCK_MONOTONIC, &ts);
-                ts.tv_sec += wait / 1000;
-                ts.tv_nsec += (wait % 1000) * 1000000L;
-                if (ts.tv_nsec >= 1000000000L) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000L;
-                }
+                ktime_deadline(wait, &ts);
                 pthread_cond_timedwait(&r->cond, &r->mu, &ts);
             } else {
                 pthread_cond_wait(&r->cond, &r->mu);
@@ -427,12 +415,8 @@ struct recorder *recorder_new(struct kubeconfig *cfg, const struct recorder_opts
     r->kc = kclient_new(cfg, &r->o.client);
     r->series = kmap_new();
     pthread_mutex_init(&r->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&r->cond, &ca);
-    pthread_cond_init(&r->idle, &ca);
-    pthread_condattr_destroy(&ca);
+    ktime_cond_init(&r->cond);
+    ktime_cond_init(&r->idle);
     if (pthread_create(&r->thread, NULL, run, r))
         abort();
     return r;

@@ -4,6 +4,7 @@
 #include "base/err.h"
 #include "base/mem.h"
 #include "kube/kmap.h"
+#include "kube/ktime.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -36,13 +37,6 @@ struct workqueue {
     bool shutdown;
 };
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 struct workqueue *workqueue_new(const struct workqueue_opts *opts)
 {
     struct workqueue *q = xcalloc(1, sizeof *q);
@@ -57,14 +51,10 @@ struct workqueue *workqueue_new(const struct workqueue_opts *opts)
     if (q->o.burst <= 0)
         q->o.burst = 100;
     q->tokens = q->o.burst;
-    q->last_ms = now_ms();
+    q->last_ms = ktime_mono_ms();
     pthread_mutex_init(&q->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&q->cond, &ca);
-    pthread_cond_init(&q->idle, &ca);
-    pthread_condattr_destroy(&ca);
+    ktime_cond_init(&q->cond);
+    ktime_cond_init(&q->idle);
     q->dirty = kmap_new();
     q->processing = kmap_new();
     q->failures = kmap_new();
@@ -192,7 +182,7 @@ static int add_after_locked(struct workqueue *q, const char *key, long delay_ms)
         return -ECANCELED;
     if (delay_ms <= 0)
         return add_locked(q, key);
-    int64_t due = now_ms() + delay_ms;
+    int64_t due = ktime_mono_ms() + delay_ms;
     if (kmap_has(q->pending, key)) {
         int64_t cur = (int64_t)(intptr_t)kmap_get(q->pending, key);
         if (cur <= due)
@@ -226,7 +216,7 @@ int workqueue_add_rate_limited(struct workqueue *q, const char *key, long *ret_d
     if (!q->shutdown && (n > 0 || tracked(q) < TERN_KUBE_MAX_QUEUE_ITEMS))
         kmap_put(q->failures, key, (void *)(n + 1));
     /* token bucket: reserve one token, waiting for it if the bucket is empty */
-    int64_t now = now_ms();
+    int64_t now = ktime_mono_ms();
     q->tokens += (double)(now - q->last_ms) * q->o.qps / 1000.0;
     if (q->tokens > q->o.burst)
         q->tokens = q->o.burst;
@@ -260,7 +250,7 @@ int workqueue_requeues(struct workqueue *q, const char *key)
 /* Moves due delayed adds into the queue; returns ms until the next, or -1. */
 static long promote_due(struct workqueue *q)
 {
-    int64_t now = now_ms();
+    int64_t now = ktime_mono_ms();
     while (q->nheap) {
         if (q->heap[0].due_ms > now)
             return (long)(q->heap[0].due_ms - now);
@@ -291,13 +281,7 @@ int workqueue_get(struct workqueue *q, char **ret)
             pthread_cond_wait(&q->cond, &q->mu);
         } else {
             struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += wait / 1000;
-            ts.tv_nsec += (wait % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            ktime_deadline(wait, &ts);
             pthread_cond_timedwait(&q->cond, &q->mu, &ts);
         }
     }

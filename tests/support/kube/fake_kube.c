@@ -289,20 +289,22 @@ struct conn {
     bool started;
 };
 
-static enum MHD_Result send_json(struct MHD_Connection *c, int status, const char *json,
-                                 int retry_after)
+/* What to answer; filled under fk->mu, sent after it is released (MHD
+ * takes its own locks, and calls watch_read with them held). */
+struct reply {
+    int status;
+    char *body;
+    int retry_after;
+    struct watch *watch; /* a streamed answer instead of body */
+};
+
+static enum MHD_Result send_json(struct reply *rp, int status, const char *json, int retry_after)
 {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(json), (void *)json, MHD_RESPMEM_MUST_COPY);
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    if (retry_after >= 0) {
-        char ra[16];
-        snprintf(ra, sizeof ra, "%d", retry_after);
-        MHD_add_response_header(r, "Retry-After", ra);
-    }
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    return ret;
+    rp->status = status;
+    free(rp->body);
+    rp->body = xstrdup(json);
+    rp->retry_after = retry_after;
+    return MHD_YES;
 }
 
 static char *status_json(int code, const char *reason, const char *msg)
@@ -320,19 +322,19 @@ static char *status_json(int code, const char *reason, const char *msg)
     return out;
 }
 
-static enum MHD_Result send_status(struct MHD_Connection *c, int code, const char *reason,
+static enum MHD_Result send_status(struct reply *rp, int code, const char *reason,
                                    const char *msg)
 {
     char *s = status_json(code, reason, msg);
-    enum MHD_Result r = send_json(c, code, s, -1);
+    enum MHD_Result r = send_json(rp, code, s, -1);
     free(s);
     return r;
 }
 
-static enum MHD_Result send_obj(struct MHD_Connection *c, int code, const cJSON *obj)
+static enum MHD_Result send_obj(struct reply *rp, int code, const cJSON *obj)
 {
     char *s = json_print(obj);
-    enum MHD_Result r = send_json(c, code, s, -1);
+    enum MHD_Result r = send_json(rp, code, s, -1);
     free(s);
     return r;
 }
@@ -461,7 +463,7 @@ static const char *arg(struct MHD_Connection *c, const char *k)
     return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, k);
 }
 
-static enum MHD_Result start_watch(struct fake_kube *fk, struct MHD_Connection *c,
+static enum MHD_Result start_watch(struct fake_kube *fk, struct MHD_Connection *c, struct reply *rp,
                                    const struct route *rt)
 {
     struct watch *w = xcalloc(1, sizeof *w);
@@ -508,12 +510,9 @@ static enum MHD_Result start_watch(struct fake_kube *fk, struct MHD_Connection *
             i++;
         w->log_idx = i;
     }
-    struct MHD_Response *r =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_read, w, watch_free);
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    enum MHD_Result ret = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return ret;
+    rp->status = 200;
+    rp->watch = w;
+    return MHD_YES;
 }
 
 /* ---- patches ---- */
@@ -665,21 +664,21 @@ static bool auth_ok(struct fake_kube *fk, struct MHD_Connection *c)
     return h && strncmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, fk->token) == 0;
 }
 
-static enum MHD_Result do_list(struct fake_kube *fk, struct MHD_Connection *c,
+static enum MHD_Result do_list(struct fake_kube *fk, struct MHD_Connection *c, struct reply *rp,
                                const struct route *rt)
 {
     const char *label = arg(c, "labelSelector"), *field = arg(c, "fieldSelector");
     const char *lim = arg(c, "limit"), *cont = arg(c, "continue");
     int64_t limit = 0, offset = 0, listrv = fk->rv;
     if (lim && num_parse_i64(lim, &limit))
-        return send_status(c, 400, "BadRequest", "bad limit");
+        return send_status(rp, 400, "BadRequest", "bad limit");
     if (cont && cont[0]) {
         const char *colon = strchr(cont, ':');
         if (!colon || num_parse_i64n(cont, (size_t)(colon - cont), &listrv) ||
             num_parse_i64(colon + 1, &offset))
-            return send_status(c, 400, "BadRequest", "bad continue token");
+            return send_status(rp, 400, "BadRequest", "bad continue token");
         if (listrv < fk->floor)
-            return send_status(c, 410, "Expired", "The provided continue parameter is too old");
+            return send_status(rp, 410, "Expired", "The provided continue parameter is too old");
     }
     cJSON *list = cJSON_CreateObject();
     json_add_string(list, "kind", "List");
@@ -710,7 +709,7 @@ static enum MHD_Result do_list(struct fake_kube *fk, struct MHD_Connection *c,
         snprintf(tok, sizeof tok, "%lld:%lld", (long long)listrv, (long long)(offset + added));
         json_add_string(md, "continue", tok);
     }
-    enum MHD_Result r = send_obj(c, 200, list);
+    enum MHD_Result r = send_obj(rp, 200, list);
     cJSON_Delete(list);
     return r;
 }
@@ -786,18 +785,18 @@ static void store_update(struct fake_kube *fk, struct fobj *f, cJSON *next, cons
     log_event(fk, "MODIFIED", f);
 }
 
-static enum MHD_Result handle(struct fake_kube *fk, struct MHD_Connection *c, const char *method,
+static enum MHD_Result handle(struct fake_kube *fk, struct MHD_Connection *c, struct reply *rp, const char *method,
                               const char *url, const struct buf *body)
 {
     if (strcmp(url, "/version") == 0)
-        return send_json(c, 200, "{\"major\":\"1\",\"minor\":\"32\"}", -1);
+        return send_json(rp, 200, "{\"major\":\"1\",\"minor\":\"32\"}", -1);
     struct route rt;
     if (parse_route(url, &rt))
-        return send_status(c, 404, "NotFound", "the server could not find the requested resource");
+        return send_status(rp, 404, "NotFound", "the server could not find the requested resource");
     cJSON *in = NULL;
     if (body->len && strcmp(method, "PATCH") != 0 && strcmp(method, "DELETE") != 0 &&
         json_parse(body->data, body->len, &in, NULL))
-        return send_status(c, 400, "BadRequest", "malformed JSON body");
+        return send_status(rp, 400, "BadRequest", "malformed JSON body");
     enum MHD_Result ret;
     char msg[600];
     struct fobj *f = rt.name[0] ? find(fk, rt.coll, rt.ns, rt.name) : NULL;
@@ -808,43 +807,43 @@ static enum MHD_Result handle(struct fake_kube *fk, struct MHD_Connection *c, co
         if (!rt.name[0]) {
             const char *w = arg(c, "watch");
             if (w && (strcmp(w, "true") == 0 || strcmp(w, "1") == 0))
-                ret = start_watch(fk, c, &rt);
+                ret = start_watch(fk, c, rp, &rt);
             else
-                ret = do_list(fk, c, &rt);
+                ret = do_list(fk, c, rp, &rt);
         } else {
-            ret = f ? send_obj(c, 200, f->obj) : send_status(c, 404, "NotFound", msg);
+            ret = f ? send_obj(rp, 200, f->obj) : send_status(rp, 404, "NotFound", msg);
         }
     } else if (strcmp(method, "POST") == 0 && !rt.name[0]) {
         const char *name = str_of(json_get(in, "metadata"), "name");
         if (!cJSON_IsObject(in) || !name || !name[0]) {
-            ret = send_status(c, 422, "Invalid", "metadata.name: Required value");
+            ret = send_status(rp, 422, "Invalid", "metadata.name: Required value");
         } else if (find(fk, rt.coll, rt.ns, name)) {
             snprintf(msg, sizeof msg, "%s \"%s\" already exists", res, name);
-            ret = send_status(c, 409, "AlreadyExists", msg);
+            ret = send_status(rp, 409, "AlreadyExists", msg);
         } else {
             cJSON *obj = json_dup(in);
             stamp_new(fk, obj, rt.ns);
             f = insert(fk, rt.coll, rt.ns, name, obj);
             log_event(fk, "ADDED", f);
-            ret = send_obj(c, 201, f->obj);
+            ret = send_obj(rp, 201, f->obj);
         }
     } else if (strcmp(method, "PUT") == 0 && rt.name[0]) {
         const char *rv = str_of(json_get(in, "metadata"), "resourceVersion");
         if (!f) {
-            ret = send_status(c, 404, "NotFound", msg);
+            ret = send_status(rp, 404, "NotFound", msg);
         } else if (!rv || !rv[0]) {
-            ret = send_status(c, 422, "Invalid",
+            ret = send_status(rp, 422, "Invalid",
                               "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update");
         } else if (strcmp(rv, str_of(json_get(f->obj, "metadata"), "resourceVersion")) != 0) {
             snprintf(msg, sizeof msg,
                      "Operation cannot be fulfilled on %s \"%s\": the object has been modified; "
                      "please apply your changes to the latest version and try again",
                      res, rt.name);
-            ret = send_status(c, 409, "Conflict", msg);
+            ret = send_status(rp, 409, "Conflict", msg);
         } else {
             store_update(fk, f, json_dup(in), rt.sub[0] ? rt.sub : NULL);
             f = find(fk, rt.coll, rt.ns, rt.name);
-            ret = f ? send_obj(c, 200, f->obj) : send_status(c, 200, "", "deleted");
+            ret = f ? send_obj(rp, 200, f->obj) : send_status(rp, 200, "", "deleted");
         }
     } else if (strcmp(method, "PATCH") == 0 && rt.name[0]) {
         const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
@@ -852,21 +851,21 @@ static enum MHD_Result handle(struct fake_kube *fk, struct MHD_Connection *c, co
         if (!ct)
             ct = "";
         if (json_parse(body->data ? body->data : "", body->len, &p, NULL)) {
-            ret = send_status(c, 400, "BadRequest", "malformed patch");
+            ret = send_status(rp, 400, "BadRequest", "malformed patch");
         } else if (strcmp(ct, "application/strategic-merge-patch+json") == 0) {
-            ret = send_status(c, 415, "UnsupportedMediaType",
+            ret = send_status(rp, 415, "UnsupportedMediaType",
                               "the body of the request was in an unknown format");
         } else if (strcmp(ct, "application/apply-patch+yaml") == 0 && !arg(c, "fieldManager")) {
-            ret = send_status(c, 400, "BadRequest",
+            ret = send_status(rp, 400, "BadRequest",
                               "PATCH, application/apply-patch+yaml requires fieldManager");
         } else if (!f && strcmp(ct, "application/apply-patch+yaml") != 0) {
-            ret = send_status(c, 404, "NotFound", msg);
+            ret = send_status(rp, 404, "NotFound", msg);
         } else if (!f) {
             cJSON *obj = json_dup(p);
             stamp_new(fk, obj, rt.ns);
             f = insert(fk, rt.coll, rt.ns, rt.name, obj);
             log_event(fk, "ADDED", f);
-            ret = send_obj(c, 201, f->obj);
+            ret = send_obj(rp, 201, f->obj);
         } else {
             cJSON *next = json_dup(f->obj);
             int jr = 0;
@@ -879,17 +878,17 @@ static enum MHD_Result handle(struct fake_kube *fk, struct MHD_Connection *c, co
                 jr = -3;
             if (jr == -3) {
                 cJSON_Delete(next);
-                ret = send_status(c, 415, "UnsupportedMediaType", "unknown patch type");
+                ret = send_status(rp, 415, "UnsupportedMediaType", "unknown patch type");
             } else if (jr == -2) {
                 cJSON_Delete(next);
-                ret = send_status(c, 422, "Invalid", "the test operation failed");
+                ret = send_status(rp, 422, "Invalid", "the test operation failed");
             } else if (jr) {
                 cJSON_Delete(next);
-                ret = send_status(c, 422, "Invalid", "the patch could not be applied");
+                ret = send_status(rp, 422, "Invalid", "the patch could not be applied");
             } else {
                 store_update(fk, f, next, rt.sub[0] ? rt.sub : NULL);
                 f = find(fk, rt.coll, rt.ns, rt.name);
-                ret = f ? send_obj(c, 200, f->obj) : send_status(c, 200, "", "deleted");
+                ret = f ? send_obj(rp, 200, f->obj) : send_status(rp, 200, "", "deleted");
             }
         }
         cJSON_Delete(p);
@@ -901,13 +900,13 @@ static enum MHD_Result handle(struct fake_kube *fk, struct MHD_Connection *c, co
         const char *puid = str_of(pre, "uid"), *prv = str_of(pre, "resourceVersion");
         const cJSON *md = f ? json_get(f->obj, "metadata") : NULL;
         if (!f) {
-            ret = send_status(c, 404, "NotFound", msg);
+            ret = send_status(rp, 404, "NotFound", msg);
         } else if ((puid && strcmp(puid, str_of(md, "uid")) != 0) ||
                    (prv && strcmp(prv, str_of(md, "resourceVersion")) != 0)) {
             snprintf(msg, sizeof msg,
                      "Operation cannot be fulfilled on %s \"%s\": Precondition failed", res,
                      rt.name);
-            ret = send_status(c, 409, "Conflict", msg);
+            ret = send_status(rp, 409, "Conflict", msg);
         } else {
             const cJSON *fin = json_get(md, "finalizers");
             if (fin && cJSON_GetArraySize(fin) > 0) {
@@ -917,20 +916,20 @@ static enum MHD_Result handle(struct fake_kube *fk, struct MHD_Connection *c, co
                     bump(fk, f->obj);
                     log_event(fk, "MODIFIED", f);
                 }
-                ret = send_obj(c, 200, f->obj);
+                ret = send_obj(rp, 200, f->obj);
             } else {
                 unlink_obj(fk, f);
                 bump(fk, f->obj);
                 log_event(fk, "DELETED", f);
                 char *st = status_json(200, "", "deleted");
-                ret = send_json(c, 200, st, -1);
+                ret = send_json(rp, 200, st, -1);
                 free(st);
                 fobj_free(f);
             }
         }
         cJSON_Delete(opts);
     } else {
-        ret = send_status(c, 405, "MethodNotAllowed", "method not allowed");
+        ret = send_status(rp, 405, "MethodNotAllowed", "method not allowed");
     }
     cJSON_Delete(in);
     return ret;
@@ -955,11 +954,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    struct reply rp_ = {.retry_after = -1}, *rp = &rp_;
     pthread_mutex_lock(&fk->mu);
     record(fk, method, url, c, &cc->body);
     enum MHD_Result ret;
     if (!auth_ok(fk, c)) {
-        ret = send_status(c, 401, "Unauthorized", "Unauthorized");
+        ret = send_status(rp, 401, "Unauthorized", "Unauthorized");
         goto out;
     }
     for (size_t i = 0; i < fk->nfaults; i++) {
@@ -969,13 +969,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             continue;
         ft->times--;
         char *b = ft->body ? xstrdup(ft->body) : status_json(ft->status, ft->status == 429 ? "TooManyRequests" : "InternalError", "injected");
-        ret = send_json(c, ft->status, b, ft->retry_after);
+        ret = send_json(rp, ft->status, b, ft->retry_after);
         free(b);
         goto out;
     }
-    ret = handle(fk, c, method, url, &cc->body);
+    ret = handle(fk, c, rp, method, url, &cc->body);
 out:
     pthread_mutex_unlock(&fk->mu);
+    if (ret != MHD_YES) {
+        free(rp->body);
+        return ret;
+    }
+    struct MHD_Response *r;
+    if (rp->watch)
+        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_read, rp->watch,
+                                              watch_free);
+    else
+        r = MHD_create_response_from_buffer(strlen(rp->body ? rp->body : ""),
+                                            rp->body ? rp->body : (char *)"", MHD_RESPMEM_MUST_COPY);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    if (rp->retry_after >= 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", rp->retry_after);
+        MHD_add_response_header(r, "Retry-After", ra);
+    }
+    ret = MHD_queue_response(c, (unsigned)rp->status, r);
+    MHD_destroy_response(r);
+    free(rp->body);
     return ret;
 }
 
