@@ -246,10 +246,7 @@ int main(int argc, char **argv)
     struct endpoint *mep = NULL, *hep = NULL;
     struct app app = {.metrics = metrics};
 
-    int r = o.kubeconfig && *o.kubeconfig ? kubeconfig_load_file(o.kubeconfig, NULL, &kube, &err)
-                                          : kubeconfig_in_cluster(NULL, &kube, &err);
-    if (r == -ENOENT && !(o.kubeconfig && *o.kubeconfig))
-        r = kubeconfig_load_default(NULL, &kube, &err);
+    int r = kubeconfig_load_auto(o.kubeconfig, NULL, NULL, &kube, &err);
     if (r) {
         tlog_error("no Kubernetes configuration", "error", err.msg);
         goto out;

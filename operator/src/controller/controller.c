@@ -500,8 +500,7 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
         }
         case RA_DELETE: {
             const struct kgvr *g = gvr_of(a->resource);
-            struct kclient_delete_opts o = {.propagation = "Background",
-                                            .grace_period_seconds = -1};
+            struct kclient_delete_opts o = {.propagation = "Background"};
             r = g ? kclient_delete(kc, g, ns, a->name, &o, NULL, &ke) : -EINVAL;
             if (r == TERN_ENOTFOUND)
                 r = 0;

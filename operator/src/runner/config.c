@@ -272,22 +272,18 @@ static int env_int(const char *(*get)(void *, const char *), void *ctx, const ch
 }
 
 /* Reads the AgentSession TERN_NAMESPACE/TERN_SESSION through the Kubernetes
- * API (in-cluster config, else KUBECONFIG / ~/.kube/config), checks its uid,
+ * API (kubeconfig_load_auto: $KUBECONFIG, in-cluster, ~/.kube/config), checks its uid,
  * parses its spec and waits (polling, up to wait_ms) until its status names
  * a ready sandbox address. TERN_EINVALID for a session that is gone or was
  * re-created (this Job is stale: fail fast); other errors are retryable. */
-static int load_from_api(struct runner_config *c, const char *kubeconfig_path, int64_t wait_ms,
-                         struct tern_err *err)
+static int load_from_api(struct runner_config *c, int64_t wait_ms, struct tern_err *err)
 {
     static const struct kgvr sessions = {"tern.dev", "v1alpha1", "agentsessions"};
     struct kubeconfig *kc = NULL;
     struct kclient *cl = NULL;
     cJSON *obj = NULL;
     int rc;
-    if (kubeconfig_path && *kubeconfig_path)
-        rc = kubeconfig_load_file(kubeconfig_path, NULL, &kc, err);
-    else if ((rc = kubeconfig_in_cluster(NULL, &kc, err)) == -ENOENT)
-        rc = kubeconfig_load_default(NULL, &kc, err);
+    rc = kubeconfig_load_auto(NULL, NULL, NULL, &kc, err);
     if (rc) {
         rc = err_wrap(err, TERN_EINVALID, "no Kubernetes configuration");
         goto out;
@@ -401,7 +397,7 @@ int runner_config_load(const char *(*get)(void *ctx, const char *name), void *ct
         /* the normal case in a cluster: read the AgentSession */
         int64_t wait_ms;
         if ((rc = env_int(get, ctx, "TERN_SANDBOX_WAIT_MS", 0, 3600000, 60000, &wait_ms, err)) ||
-            (rc = load_from_api(&c, get(ctx, "KUBECONFIG"), wait_ms, err)))
+            (rc = load_from_api(&c, wait_ms, err)))
             goto out;
         if (!c.base_url)
             c.base_url =
