@@ -46,8 +46,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1 || size > (1u << 20))
         return 0;
     unsigned mode = data[0] % 9;
-    char *in = xstrndup((const char *)data + 1, size - 1);
     size_t n = size - 1;
+    char *in = xmalloc(n + 1); /* NUL-terminated copy; may hold NULs */
+    memcpy(in, data + 1, n);
+    in[n] = 0;
     struct tern_err e = {0};
     switch (mode) {
     case 0: {
