@@ -270,6 +270,7 @@ def main():
     s.run("CustomObjectsApi watch (events, selector enter/leave)", t_custom_watch)
     s.run("CoreV1Api configmaps and pods (list, paginate, patch, watch)", t_core)
     s.run("restart under a watch; 410 and relist", t_restart_and_410)
+    s.run("clean SIGTERM stop", td.check_clean_stop)
     td.cleanup()
     s.finish()
 

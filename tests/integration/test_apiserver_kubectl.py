@@ -334,6 +334,7 @@ spec:
     s.run("built-ins from manifests", t_builtins)
     s.run("server-side apply", t_server_side_apply)
     s.run("strict field validation and AlreadyExists", t_strict_unknown_fields)
+    s.run("clean SIGTERM stop", td.check_clean_stop)
     td.cleanup()
     s.finish()
 
