@@ -79,7 +79,15 @@ $(O)/tests/replay/%: $(O)/tests/fuzz/%.o $(O)/tests/fuzz/replay_main.o $(LIB)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(O)/bench/%: $$(addsuffix .o,$$(basename $$(addprefix $(O)/,$$(wildcard bench/$$*/*.c)))) $(SUPPORT_OBJS) $(LIB)
+# bench objects live under $(O)/bench-obj/: $(O)/bench/<name> is the binary,
+# so it cannot also be the directory of its objects
+.PRECIOUS: $(O)/bench-obj/%.o
+$(O)/bench-obj/%.o: bench/%.c
+	@mkdir -p $(dir $@)
+	@$(if $(V),,echo "  CC      $@")
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(O)/bench/%: $$(addsuffix .o,$$(basename $$(addprefix $(O)/bench-obj/,$$(subst bench/,,$$(wildcard bench/$$*/*.c))))) $(SUPPORT_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
