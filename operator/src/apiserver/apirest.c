@@ -2,6 +2,7 @@
 #include "apirest.h"
 
 #include "apicrd.h"
+#include "apiproto.h"
 #include "apipatch.h"
 #include "apischema.h"
 #include "apiselector.h"
@@ -557,10 +558,19 @@ static cJSON *decode_body(struct rq *q, cJSON **ret, char dup[256], bool allow_a
     if (r->body_too_large)
         return apistatus_too_large("Request entity too large: limit is 3145728");
     const char *ct = r->content_type ? r->content_type : CT_JSON;
-    if (strstr(ct, "protobuf"))
-        return apistatus_unsupported_media(
-            "the body of the request was in an unknown format - accepted media types include: "
-            "application/json, application/yaml");
+    if (strstr(ct, "protobuf")) {
+        cJSON *pobj = NULL;
+        struct tern_err pe = {0};
+        int prc = apiproto_decode(r->body, r->body_len, &pobj, &pe);
+        if (prc == TERN_EPARSE)
+            return apistatus_bad_request(pe.msg);
+        if (prc)
+            return apistatus_unsupported_media(
+                "the body of the request was in an unknown format - accepted media types "
+                "include: application/json, application/yaml");
+        *ret = pobj;
+        return NULL;
+    }
     if (!r->body_len) {
         return apistatus_bad_request("the body of the request was empty");
     }
