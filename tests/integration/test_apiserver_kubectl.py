@@ -346,6 +346,16 @@ spec:
         eq(rc != 0, True, "create twice")
         contains(err, 'agentsessions.tern.dev "s6" already exists')
 
+    def t_crd_delete():
+        _, out, _ = k("delete", "-f", CRD)
+        contains(out, 'customresourcedefinition.apiextensions.k8s.io "agentsessions.tern.dev" deleted')
+        rc, _, err = k("get", "agentsessions.tern.dev", check=False)
+        eq(rc != 0, True, "resource still served after CRD deletion")
+        k("apply", "-f", CRD)
+        k("wait", "--for", "condition=established", "--timeout=20s", "crd/agentsessions.tern.dev")
+        _, out, _ = k("get", "ags", "-o", "name")
+        eq(out.strip(), "", "custom resources deleted with their CRD")
+
     s.run("version and discovery", t_version_discovery)
     s.run("CRD apply and wait established", t_crd)
     s.run("custom resource apply/get/describe", t_cr_apply_get)
@@ -358,6 +368,7 @@ spec:
     s.run("generator commands (protobuf bodies)", t_generator_commands)
     s.run("server-side apply", t_server_side_apply)
     s.run("strict field validation and AlreadyExists", t_strict_unknown_fields)
+    s.run("CRD deletion removes its resources", t_crd_delete)
     s.run("clean SIGTERM stop", td.check_clean_stop)
     td.cleanup()
     s.finish()

@@ -1807,6 +1807,20 @@ static void handle_delete(struct rq *q)
             return;
         }
     }
+    const char *pp = jstr(opts, "propagationPolicy");
+    if (!pp)
+        pp = arg(q->req, "propagationPolicy");
+    if (pp && strcmp(pp, "Foreground") && strcmp(pp, "Background") && strcmp(pp, "Orphan")) {
+        struct apistatus_fields f = {0};
+        cJSON *v = cJSON_CreateString(pp);
+        apistatus_fields_add(&f, APISTATUS_F_UNSUPPORTED, "propagationPolicy", v,
+                             "supported values: \"Foreground\", \"Background\", \"Orphan\"");
+        cJSON_Delete(v);
+        respond_status(q->resp, apistatus_invalid("meta.k8s.io", "DeleteOptions", "", &f));
+        apistatus_fields_done(&f);
+        cJSON_Delete(opts);
+        return;
+    }
     const cJSON *pre = json_get(opts, "preconditions");
     const char *pre_uid = jstr(pre, "uid"), *pre_rv = jstr(pre, "resourceVersion");
     const cJSON *dr = json_get(opts, "dryRun");
@@ -2132,6 +2146,18 @@ static void handle_watch(struct rq *q)
         respond_status(q->resp, st);
         return;
     }
+    if (q->name) {
+        /* a watch on an object path watches that name only */
+        struct apisel *f = w->sel.fields;
+        f->r = xreallocarray(f->r, f->n + 1, sizeof(*f->r));
+        struct apisel_req *r = &f->r[f->n++];
+        memset(r, 0, sizeof(*r));
+        r->key = xstrdup("metadata.name");
+        r->op = APISEL_EQ;
+        r->values = xcalloc(1, sizeof(char *));
+        r->values[0] = xstrdup(q->name);
+        r->nvalues = 1;
+    }
     const char *rvs = arg(q->req, "resourceVersion");
     int64_t rv = 0;
     if (rvs && *rvs && (num_parse_i64(rvs, &rv) || rv < 0)) {
@@ -2237,7 +2263,9 @@ static void handle_resource(struct apirest *s, const struct apirest_req *req,
         goto out;
     }
     if (q.name) {
-        if (strcmp(m, "GET") == 0)
+        if (strcmp(m, "GET") == 0 && arg_true(req, "watch") && !q.sub)
+            handle_watch(&q);
+        else if (strcmp(m, "GET") == 0)
             handle_get(&q);
         else if (strcmp(m, "PUT") == 0)
             handle_put(&q);
