@@ -2086,7 +2086,7 @@ int apirest_watch_next(struct apirest_watch *w, struct buf *out, long timeout_ms
         return 1;
     }
     if (w->init_pos < w->ninit) {
-        for (int i = 0; i < 200 && w->init_pos < w->ninit; i++) {
+        for (int i = 0; i < 200 && w->init_pos < w->ninit && out->len < (1u << 20); i++) {
             emit(w, out, "ADDED", w->initial[w->init_pos]);
             w->initial[w->init_pos++] = NULL;
         }
