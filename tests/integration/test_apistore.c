@@ -81,7 +81,7 @@ TEST_T(store_list_pages_at_one_revision, 60)
     struct apistore st;
     apistore_init(&st, c);
     struct tern_err e = {0};
-    char name[32];
+    char name[64];
     int64_t rev;
     for (int i = 0; i < 25; i++) {
         snprintf(name, sizeof(name), "/registry/configmaps/ns/c%02d", i);
