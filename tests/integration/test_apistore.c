@@ -174,6 +174,7 @@ TEST_T(hub_fans_out_with_previous_values_and_expires, 60)
     ASSERT_CMP_INT(apiwatch_hub_oldest(h), >, r1);
     apiwatch_unsubscribe(s1);
     apiwatch_unsubscribe(slow);
+    apiwatch_unsubscribe(s2);
     apiwatch_unsubscribe(NULL);
     apiwatch_hub_stop(h);
     etcd_free(c);
