@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include "../support/etcd_fixture.h"
+#include "apiserver/apirest.h"
 #include "apiserver/apistore.h"
 #include "apiserver/apiwatch.h"
 #include "base/mem.h"
@@ -177,6 +178,58 @@ TEST_T(hub_fans_out_with_previous_values_and_expires, 60)
     apiwatch_unsubscribe(s2);
     apiwatch_unsubscribe(NULL);
     apiwatch_hub_stop(h);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+TEST_T(in_process_requests_follow_the_api, 60)
+{
+    struct etcd *c = start();
+    struct apirest rest;
+    struct tern_err e = {0};
+    ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
+    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    cJSON *r = NULL;
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/default/pods", NULL,
+                             "{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"web\"}},"
+                             "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]}}",
+                             &r),
+                  201);
+    ASSERT_EQ_STR(json_get(json_get(r, "status"), "phase")->valuestring, "Pending");
+    ASSERT_EQ_STR(json_get(json_get(r, "spec"), "restartPolicy")->valuestring, "Always");
+    char *stale = json_print(r);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "PATCH", "/api/v1/namespaces/default/pods/p/status",
+                             "application/merge-patch+json",
+                             "{\"status\":{\"phase\":\"Running\"},\"spec\":{\"nodeName\":\"x\"}}",
+                             &r),
+                  200);
+    ASSERT_EQ_STR(json_get(json_get(r, "status"), "phase")->valuestring, "Running");
+    ASSERT_NULL(json_get(json_get(r, "spec"), "nodeName"));
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "PUT", "/api/v1/namespaces/default/pods/p", NULL, stale, &r),
+                  409);
+    ASSERT_EQ_STR(json_get(r, "reason")->valuestring, "Conflict");
+    cJSON_Delete(r);
+    free(stale);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET",
+                             "/api/v1/namespaces/default/pods?labelSelector=app%3Dweb&limit=5",
+                             NULL, NULL, &r),
+                  200);
+    ASSERT_EQ_INT(cJSON_GetArraySize(json_get(r, "items")), 1);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/pods?watch=true", NULL,
+                             NULL, &r),
+                  400);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/api/v1/namespaces/default/pods/p", NULL, NULL,
+                             NULL),
+                  200);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, &r),
+                  404);
+    ASSERT_EQ_STR(json_get(r, "message")->valuestring, "pods \"p\" not found");
+    cJSON_Delete(r);
+    apirest_done(&rest);
     etcd_free(c);
     etcd_fixture_stop(&fx);
 }

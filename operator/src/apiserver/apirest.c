@@ -2392,3 +2392,73 @@ int apirest_bootstrap(struct apirest *s, struct tern_err *err)
     }
     return 0;
 }
+
+/* ---- in-process requests ---------------------------------------------------- */
+
+static char *pct_decode(const char *s, size_t n)
+{
+    char *out = xmalloc(n + 1);
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%' && i + 2 < n + 1 && hexv(s[i + 1]) >= 0 && hexv(s[i + 2]) >= 0) {
+            out[j++] = (char)(hexv(s[i + 1]) << 4 | hexv(s[i + 2]));
+            i += 2;
+        } else if (s[i] == '+') {
+            out[j++] = ' ';
+        } else {
+            out[j++] = s[i];
+        }
+    }
+    out[j] = 0;
+    return out;
+}
+
+int apirest_do(struct apirest *s, const char *method, const char *path,
+               const char *content_type, const char *body, cJSON **ret_body)
+{
+    const char *q = strchr(path, '?');
+    char *p = q ? xstrndup(path, (size_t)(q - path)) : xstrdup(path);
+    struct apirest_arg *args = NULL;
+    size_t nargs = 0;
+    bool watch = false;
+    for (const char *a = q ? q + 1 : NULL; a && *a && nargs < 64;) {
+        const char *amp = strchr(a, '&');
+        size_t len = amp ? (size_t)(amp - a) : strlen(a);
+        const char *eq = memchr(a, '=', len);
+        args = xreallocarray(args, nargs + 1, sizeof(*args));
+        args[nargs].key = pct_decode(a, eq ? (size_t)(eq - a) : len);
+        args[nargs].value = eq ? pct_decode(eq + 1, len - (size_t)(eq + 1 - a)) : xstrdup("");
+        if (strcmp(args[nargs].key, "watch") == 0 && strcmp(args[nargs].value, "false") != 0 &&
+            strcmp(args[nargs].value, "0") != 0)
+            watch = true;
+        nargs++;
+        a = amp ? amp + 1 : NULL;
+    }
+    struct apirest_req req = {.method = method, .path = p, .args = args, .nargs = nargs,
+                              .content_type = content_type, .body = body ? body : "",
+                              .body_len = body ? strlen(body) : 0};
+    struct apirest_resp resp = {0};
+    int status;
+    if (watch) {
+        buf_init(&resp.body, 4096);
+        respond_status(&resp, apistatus_bad_request("watch is not available in process: use "
+                                                    "apiwatch_subscribe"));
+    } else {
+        apirest_handle(s, &req, &resp);
+    }
+    status = resp.status;
+    if (ret_body) {
+        cJSON *j = NULL;
+        *ret_body = json_parse(resp.body.data ? resp.body.data : "", resp.body.len, &j, NULL) == 0
+                        ? j
+                        : NULL;
+    }
+    apirest_resp_done(&resp);
+    for (size_t i = 0; i < nargs; i++) {
+        free((char *)args[i].key);
+        free((char *)args[i].value);
+    }
+    free(args);
+    free(p);
+    return status;
+}
