@@ -297,6 +297,29 @@ spec:
         _, out, _ = k("get", "cm,secret,pod,job", "-o", "name")
         eq(out.strip(), "", "all deleted")
 
+    def t_generator_commands():
+        # kubectl create ns|configmap|secret|serviceaccount send protobuf bodies
+        _, out, _ = k("create", "namespace", "team-a")
+        contains(out, "namespace/team-a created")
+        _, out, _ = k("create", "configmap", "gen", "-n", "team-a", "--from-literal=k=v")
+        contains(out, "configmap/gen created")
+        _, out, _ = k("create", "secret", "generic", "openai", "-n", "team-a",
+                      "--from-literal=api-key=sk-test")
+        contains(out, "secret/openai created")
+        _, out, _ = k("create", "serviceaccount", "robot", "-n", "team-a")
+        contains(out, "serviceaccount/robot created")
+        _, out, _ = k("get", "secret", "openai", "-n", "team-a", "-o", "jsonpath={.data.api-key}")
+        eq(out, "c2stdGVzdA==", "secret data")
+        _, out, _ = k("get", "cm", "gen", "-n", "team-a", "-o", "jsonpath={.data.k}")
+        eq(out, "v", "configmap data")
+        rc, _, err = k("create", "job", "gj", "--image=busybox", check=False)
+        eq(rc != 0, True, "protobuf Job body is not decoded")
+        contains(err, "unknown format")
+        _, out, _ = k("delete", "namespace", "team-a")
+        contains(out, 'namespace "team-a" deleted')
+        rc, _, _ = k("get", "secret", "openai", "-n", "team-a", check=False)
+        eq(rc != 0, True, "namespace content deleted")
+
     def t_server_side_apply():
         _, out, _ = k("apply", "--server-side", "-f", write("cm.yaml", CM))
         contains(out, "configmap/cm1 serverside-applied")
@@ -323,6 +346,16 @@ spec:
         eq(rc != 0, True, "create twice")
         contains(err, 'agentsessions.tern.dev "s6" already exists')
 
+    def t_crd_delete():
+        _, out, _ = k("delete", "-f", CRD)
+        contains(out, 'customresourcedefinition.apiextensions.k8s.io "agentsessions.tern.dev" deleted')
+        rc, _, err = k("get", "agentsessions.tern.dev", check=False)
+        eq(rc != 0, True, "resource still served after CRD deletion")
+        k("apply", "-f", CRD)
+        k("wait", "--for", "condition=established", "--timeout=20s", "crd/agentsessions.tern.dev")
+        _, out, _ = k("get", "ags", "-o", "name")
+        eq(out.strip(), "", "custom resources deleted with their CRD")
+
     s.run("version and discovery", t_version_discovery)
     s.run("CRD apply and wait established", t_crd)
     s.run("custom resource apply/get/describe", t_cr_apply_get)
@@ -332,8 +365,11 @@ spec:
     s.run("schema errors with field paths", t_schema_errors)
     s.run("finalizers and deletionTimestamp", t_finalizers)
     s.run("built-ins from manifests", t_builtins)
+    s.run("generator commands (protobuf bodies)", t_generator_commands)
     s.run("server-side apply", t_server_side_apply)
     s.run("strict field validation and AlreadyExists", t_strict_unknown_fields)
+    s.run("CRD deletion removes its resources", t_crd_delete)
+    s.run("clean SIGTERM stop", td.check_clean_stop)
     td.cleanup()
     s.finish()
 

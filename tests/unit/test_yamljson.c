@@ -42,7 +42,7 @@ static void check_err(const char *yaml, int code, const char *part, int line)
         th_fail(__FILE__, line, "<%s>: message \"%s\" lacks \"%s\"", yaml, e.msg, part);
 }
 
-#define GOLD(y, js) check_one((y), (js), __LINE__)
+#define GOLD(y, js)        check_one((y), (js), __LINE__)
 #define BAD(y, code, part) check_err((y), (code), (part), __LINE__)
 
 TEST(yaml_scalar_typing_follows_kubectl)
@@ -50,13 +50,14 @@ TEST(yaml_scalar_typing_follows_kubectl)
     static const struct golden g[] = {
         /* nulls */
         {"a: ~\nb: null\nc: Null\nd: NULL\ne:\nf: nULL", "{\"a\":null,\"b\":null,\"c\":null,"
-                                                        "\"d\":null,\"e\":null,\"f\":\"nULL\"}"},
+                                                         "\"d\":null,\"e\":null,\"f\":\"nULL\"}"},
         /* YAML 1.1 booleans, as go-yaml v2 (kubectl) resolves them */
         {"[true, True, TRUE, yes, Yes, YES, on, On, ON, y, Y]",
          "[true,true,true,true,true,true,true,true,true,true,true]"},
         {"[false, False, FALSE, no, No, NO, off, Off, OFF, n, N]",
          "[false,false,false,false,false,false,false,false,false,false,false]"},
-        {"[tRUE, yES, oN, 'yes', \"on\", !!str no]", "[\"tRUE\",\"yES\",\"oN\",\"yes\",\"on\",\"no\"]"},
+        {"[tRUE, yES, oN, 'yes', \"on\", !!str no]",
+         "[\"tRUE\",\"yES\",\"oN\",\"yes\",\"on\",\"no\"]"},
         /* integers: exact, Go base-0 syntax, underscores dropped */
         {"[0, -0, 42, +42, -17, 1_000, 0x1F, 0o17, 017, 0b101, -0x10]",
          "[0,0,42,42,-17,1000,31,15,15,5,-16]"},
@@ -209,8 +210,10 @@ TEST(yaml_billion_laughs_is_bounded)
     /* expanded bytes: a long string referenced many times */
     struct yamljson_opts ob = {.max_expanded_bytes = 10000};
     char big[3000];
-    int n = snprintf(big, sizeof big, "a: &a \"%0500d\"\nb: [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a,"
-                                      " *a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n", 0);
+    int n = snprintf(big, sizeof big,
+                     "a: &a \"%0500d\"\nb: [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a,"
+                     " *a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n",
+                     0);
     ASSERT_EQ_INT(yamljson_parse_one(big, (size_t)n, &ob, &j, &e), TERN_ETOOLARGE);
     ASSERT_CONTAINS(e.msg, "bytes of scalars");
 }

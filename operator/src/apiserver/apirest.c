@@ -2,6 +2,7 @@
 #include "apirest.h"
 
 #include "apicrd.h"
+#include "apiproto.h"
 #include "apipatch.h"
 #include "apischema.h"
 #include "apiselector.h"
@@ -557,10 +558,19 @@ static cJSON *decode_body(struct rq *q, cJSON **ret, char dup[256], bool allow_a
     if (r->body_too_large)
         return apistatus_too_large("Request entity too large: limit is 3145728");
     const char *ct = r->content_type ? r->content_type : CT_JSON;
-    if (strstr(ct, "protobuf"))
-        return apistatus_unsupported_media(
-            "the body of the request was in an unknown format - accepted media types include: "
-            "application/json, application/yaml");
+    if (strstr(ct, "protobuf")) {
+        cJSON *pobj = NULL;
+        struct tern_err pe = {0};
+        int prc = apiproto_decode(r->body, r->body_len, &pobj, &pe);
+        if (prc == TERN_EPARSE)
+            return apistatus_bad_request(pe.msg);
+        if (prc)
+            return apistatus_unsupported_media(
+                "the body of the request was in an unknown format - accepted media types "
+                "include: application/json, application/yaml");
+        *ret = pobj;
+        return NULL;
+    }
     if (!r->body_len) {
         return apistatus_bad_request("the body of the request was empty");
     }
@@ -1207,9 +1217,9 @@ static void after_write(struct rq *q, int64_t rev)
         reload_crds(q->s);
         pthread_mutex_unlock(&q->s->crd_mu);
     }
-    /* let a watch started right after this reply see the write */
-    if (q->s->hub)
-        apiwatch_hub_wait(q->s->hub, rev, 2000);
+    /* no need to wait for the hub: a watch started after this reply starts
+     * after a revision >= rev and the hub delivers in revision order */
+    (void)rev;
 }
 
 static void handle_create(struct rq *q)
@@ -1797,6 +1807,20 @@ static void handle_delete(struct rq *q)
             return;
         }
     }
+    const char *pp = jstr(opts, "propagationPolicy");
+    if (!pp)
+        pp = arg(q->req, "propagationPolicy");
+    if (pp && strcmp(pp, "Foreground") && strcmp(pp, "Background") && strcmp(pp, "Orphan")) {
+        struct apistatus_fields f = {0};
+        cJSON *v = cJSON_CreateString(pp);
+        apistatus_fields_add(&f, APISTATUS_F_UNSUPPORTED, "propagationPolicy", v,
+                             "supported values: \"Foreground\", \"Background\", \"Orphan\"");
+        cJSON_Delete(v);
+        respond_status(q->resp, apistatus_invalid("meta.k8s.io", "DeleteOptions", "", &f));
+        apistatus_fields_done(&f);
+        cJSON_Delete(opts);
+        return;
+    }
     const cJSON *pre = json_get(opts, "preconditions");
     const char *pre_uid = jstr(pre, "uid"), *pre_rv = jstr(pre, "resourceVersion");
     const cJSON *dr = json_get(opts, "dryRun");
@@ -2062,7 +2086,7 @@ int apirest_watch_next(struct apirest_watch *w, struct buf *out, long timeout_ms
         return 1;
     }
     if (w->init_pos < w->ninit) {
-        for (int i = 0; i < 200 && w->init_pos < w->ninit; i++) {
+        for (int i = 0; i < 200 && w->init_pos < w->ninit && out->len < (1u << 20); i++) {
             emit(w, out, "ADDED", w->initial[w->init_pos]);
             w->initial[w->init_pos++] = NULL;
         }
@@ -2121,6 +2145,18 @@ static void handle_watch(struct rq *q)
         free(w);
         respond_status(q->resp, st);
         return;
+    }
+    if (q->name) {
+        /* a watch on an object path watches that name only */
+        struct apisel *f = w->sel.fields;
+        f->r = xreallocarray(f->r, f->n + 1, sizeof(*f->r));
+        struct apisel_req *r = &f->r[f->n++];
+        memset(r, 0, sizeof(*r));
+        r->key = xstrdup("metadata.name");
+        r->op = APISEL_EQ;
+        r->values = xcalloc(1, sizeof(char *));
+        r->values[0] = xstrdup(q->name);
+        r->nvalues = 1;
     }
     const char *rvs = arg(q->req, "resourceVersion");
     int64_t rv = 0;
@@ -2227,7 +2263,9 @@ static void handle_resource(struct apirest *s, const struct apirest_req *req,
         goto out;
     }
     if (q.name) {
-        if (strcmp(m, "GET") == 0)
+        if (strcmp(m, "GET") == 0 && arg_true(req, "watch") && !q.sub)
+            handle_watch(&q);
+        else if (strcmp(m, "GET") == 0)
             handle_get(&q);
         else if (strcmp(m, "PUT") == 0)
             handle_put(&q);
@@ -2353,4 +2391,74 @@ int apirest_bootstrap(struct apirest *s, struct tern_err *err)
             return rc;
     }
     return 0;
+}
+
+/* ---- in-process requests ---------------------------------------------------- */
+
+static char *pct_decode(const char *s, size_t n)
+{
+    char *out = xmalloc(n + 1);
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%' && i + 2 < n + 1 && hexv(s[i + 1]) >= 0 && hexv(s[i + 2]) >= 0) {
+            out[j++] = (char)(hexv(s[i + 1]) << 4 | hexv(s[i + 2]));
+            i += 2;
+        } else if (s[i] == '+') {
+            out[j++] = ' ';
+        } else {
+            out[j++] = s[i];
+        }
+    }
+    out[j] = 0;
+    return out;
+}
+
+int apirest_do(struct apirest *s, const char *method, const char *path,
+               const char *content_type, const char *body, cJSON **ret_body)
+{
+    const char *q = strchr(path, '?');
+    char *p = q ? xstrndup(path, (size_t)(q - path)) : xstrdup(path);
+    struct apirest_arg *args = NULL;
+    size_t nargs = 0;
+    bool watch = false;
+    for (const char *a = q ? q + 1 : NULL; a && *a && nargs < 64;) {
+        const char *amp = strchr(a, '&');
+        size_t len = amp ? (size_t)(amp - a) : strlen(a);
+        const char *eq = memchr(a, '=', len);
+        args = xreallocarray(args, nargs + 1, sizeof(*args));
+        args[nargs].key = pct_decode(a, eq ? (size_t)(eq - a) : len);
+        args[nargs].value = eq ? pct_decode(eq + 1, len - (size_t)(eq + 1 - a)) : xstrdup("");
+        if (strcmp(args[nargs].key, "watch") == 0 && strcmp(args[nargs].value, "false") != 0 &&
+            strcmp(args[nargs].value, "0") != 0)
+            watch = true;
+        nargs++;
+        a = amp ? amp + 1 : NULL;
+    }
+    struct apirest_req req = {.method = method, .path = p, .args = args, .nargs = nargs,
+                              .content_type = content_type, .body = body ? body : "",
+                              .body_len = body ? strlen(body) : 0};
+    struct apirest_resp resp = {0};
+    int status;
+    if (watch) {
+        buf_init(&resp.body, 4096);
+        respond_status(&resp, apistatus_bad_request("watch is not available in process: use "
+                                                    "apiwatch_subscribe"));
+    } else {
+        apirest_handle(s, &req, &resp);
+    }
+    status = resp.status;
+    if (ret_body) {
+        cJSON *j = NULL;
+        *ret_body = json_parse(resp.body.data ? resp.body.data : "", resp.body.len, &j, NULL) == 0
+                        ? j
+                        : NULL;
+    }
+    apirest_resp_done(&resp);
+    for (size_t i = 0; i < nargs; i++) {
+        free((char *)args[i].key);
+        free((char *)args[i].value);
+    }
+    free(args);
+    free(p);
+    return status;
 }

@@ -18,11 +18,11 @@
 
 struct anchor {
     char *name;
-    cJSON *node;   /* a private copy; NULL while the anchored node is being built */
-    char *text;    /* the scalar's original text (for aliases used as keys) or NULL */
-    size_t nodes;  /* nodes in the subtree */
-    size_t bytes;  /* scalar/key bytes in the subtree */
-    int height;    /* collection nesting inside the subtree (0 for a scalar) */
+    cJSON *node;  /* a private copy; NULL while the anchored node is being built */
+    char *text;   /* the scalar's original text (for aliases used as keys) or NULL */
+    size_t nodes; /* nodes in the subtree */
+    size_t bytes; /* scalar/key bytes in the subtree */
+    int height;   /* collection nesting inside the subtree (0 for a scalar) */
 };
 
 struct yp {
@@ -175,8 +175,8 @@ static size_t anchor_begin(struct yp *y, const char *name)
 }
 
 /* Completes anchor idx with a copy of node. The copy counts as expansion. */
-static int anchor_end(struct yp *y, size_t idx, const cJSON *node, const char *text,
-                      size_t nodes, size_t bytes, int height)
+static int anchor_end(struct yp *y, size_t idx, const cJSON *node, const char *text, size_t nodes,
+                      size_t bytes, int height)
 {
     int r = account(y, nodes, bytes);
     if (r)
@@ -391,7 +391,7 @@ static enum resolved resolve_plain(const char *s, cJSON **ret_item)
                                         "True", "TRUE", "on",  "On",  "ON"};
     static const char *const falses[] = {"n",     "N",     "no",  "No",  "NO", "false",
                                          "False", "FALSE", "off", "Off", "OFF"};
-    static const char *const nonfinite[] = {".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF",
+    static const char *const nonfinite[] = {".nan",  ".NaN",  ".NAN",  ".inf",  ".Inf",  ".INF",
                                             "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF"};
     for (size_t i = 0; i < sizeof nulls / sizeof *nulls; i++)
         if (strcmp(s, nulls[i]) == 0)
@@ -493,11 +493,17 @@ static int scalar_item(struct yp *y, cJSON **ret)
         }
         rs = resolve_plain(text, &it);
         switch (rs) {
-        case R_NULL: *ret = cJSON_CreateNull(); return 0;
+        case R_NULL:
+            *ret = cJSON_CreateNull();
+            return 0;
         case R_NONFINITE:
             return YERR(y, TERN_EPARSE, "%s is not representable in JSON", text);
-        case R_STRING: *ret = string_item(text); return 0;
-        default: *ret = it; return 0;
+        case R_STRING:
+            *ret = string_item(text);
+            return 0;
+        default:
+            *ret = it;
+            return 0;
         }
     }
     if (tag_is(tag, "str") || tag_is(tag, "binary") || tag_is(tag, "timestamp")) {
@@ -736,22 +742,25 @@ static int parse_node(struct yp *y, int depth, cJSON **ret, int *ret_height)
         *ret_height = a->height;
         return 0;
     }
-    case YAML_SCALAR_EVENT: anchor = (const char *)e->data.scalar.anchor; break;
+    case YAML_SCALAR_EVENT:
+        anchor = (const char *)e->data.scalar.anchor;
+        break;
     case YAML_SEQUENCE_START_EVENT:
         anchor = (const char *)e->data.sequence_start.anchor;
         tag = (const char *)e->data.sequence_start.tag;
-        if (tag && (tag_is(tag, "map") || (strncmp(tag, TAG_PREFIX, sizeof TAG_PREFIX - 1) == 0 &&
-                                           !tag_is(tag, "seq"))))
+        if (tag && (tag_is(tag, "map") ||
+                    (strncmp(tag, TAG_PREFIX, sizeof TAG_PREFIX - 1) == 0 && !tag_is(tag, "seq"))))
             return YERR(y, TERN_EPARSE, "tag %s on a sequence", tag);
         break;
     case YAML_MAPPING_START_EVENT:
         anchor = (const char *)e->data.mapping_start.anchor;
         tag = (const char *)e->data.mapping_start.tag;
-        if (tag && (tag_is(tag, "seq") || (strncmp(tag, TAG_PREFIX, sizeof TAG_PREFIX - 1) == 0 &&
-                                           !tag_is(tag, "map"))))
+        if (tag && (tag_is(tag, "seq") ||
+                    (strncmp(tag, TAG_PREFIX, sizeof TAG_PREFIX - 1) == 0 && !tag_is(tag, "map"))))
             return YERR(y, TERN_EPARSE, "tag %s on a mapping", tag);
         break;
-    default: return YERR(y, TERN_EPARSE, "unexpected event");
+    default:
+        return YERR(y, TERN_EPARSE, "unexpected event");
     }
 
     size_t nodes0 = y->nodes, bytes0 = y->bytes;
