@@ -33,6 +33,8 @@ HARNESS_OBJ := $(O)/tests/harness/harness.o
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(O)/tests/unit/%)
 INTEG_SRCS:= $(sort $(wildcard tests/integration/test_*.c))
+# shared test support (fixtures) linked into integration tests and benches
+SUPPORT_OBJS := $(patsubst %.c,$(O)/%.o,$(sort $(wildcard tests/support/*.c)))
 INTEG_BINS:= $(INTEG_SRCS:tests/integration/%.c=$(O)/tests/integration/%)
 
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
@@ -57,7 +59,9 @@ $(LIB): $(LIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 .SECONDEXPANSION:
-$(O)/bin/%: $$(patsubst %.c,$(O)/%.o,$$(wildcard operator/cmd/%/*.c) $$(wildcard tests/fakes/%/*.c)) $(LIB)
+# ($$* not %: a % inside a secondary expansion is replaced by the stem too,
+#  which broke the patsubst and left binaries without their objects)
+$(O)/bin/%: $$(addsuffix .o,$$(basename $$(addprefix $(O)/,$$(wildcard operator/cmd/$$*/*.c tests/fakes/$$*/*.c)))) $(LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -66,7 +70,7 @@ $(O)/tests/unit/%: $(O)/tests/unit/%.o $(HARNESS_OBJ) $(LIB)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(O)/tests/integration/%: $(O)/tests/integration/%.o $(HARNESS_OBJ) $(LIB)
+$(O)/tests/integration/%: $(O)/tests/integration/%.o $(SUPPORT_OBJS) $(HARNESS_OBJ) $(LIB)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -75,7 +79,7 @@ $(O)/tests/replay/%: $(O)/tests/fuzz/%.o $(O)/tests/fuzz/replay_main.o $(LIB)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(O)/bench/%: $$(patsubst %.c,$(O)/%.o,$$(wildcard bench/%/*.c)) $(LIB)
+$(O)/bench/%: $$(addsuffix .o,$$(basename $$(addprefix $(O)/,$$(wildcard bench/$$*/*.c)))) $(SUPPORT_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

@@ -38,6 +38,21 @@
 /* Errors */
 #define TERN_ERRMSG_MAX            512
 
+/* etcd client (etcd module) */
+#define TERN_ETCD_MAX_ENDPOINTS    16
+#define TERN_ETCD_POOL_IDLE        8            /* idle connections kept per client */
+#define TERN_ETCD_MAX_RESPONSE     (64u << 20)  /* one unary response body */
+#define TERN_ETCD_MAX_KEY          4096         /* one key we send */
+
+/* journal module */
+#define TERN_JOURNAL_MAX_DATA      (16u << 20)  /* one event's data, chunked */
+#define TERN_JOURNAL_CHUNK         (384u << 10) /* one chunk of an oversize event */
+#define TERN_JOURNAL_MAX_UID       128
+#define TERN_JOURNAL_MAX_PAGE      10000        /* events per replay page */
+
+/* yaml/yamljson */
+#define TERN_YAML_MAX_EXPANDED_BYTES (64u << 20) /* scalar+key bytes after alias expansion */
+
 /* tern-dev controllers and local kubelet (devctl/, kubelet/) */
 #define TERN_KUBELET_MAX_PROC_FILE   8192        /* a /proc/<pid>/stat or cgroup file */
 #define TERN_KUBELET_MAX_PIDS_FILE   (64u << 10) /* DIR/pods/<uid>/pids */

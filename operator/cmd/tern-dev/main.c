@@ -1,0 +1,236 @@
+/* tern-dev - a single-machine Kubernetes API server on etcd.
+ *
+ *   tern-dev up [--dir DIR] [--port N] [--etcd URL]
+ *
+ * Runs in the foreground (DESIGN.md §10): starts its own etcd (Debian's
+ * /usr/bin/etcd, data in DIR/etcd, free loopback ports) unless --etcd is
+ * given, serves HTTPS on 127.0.0.1:N (0 = any free port) with a CA and
+ * serving certificate generated on first start (DIR/pki), writes
+ * DIR/kubeconfig (server, CA, bearer token) and DIR/tern-dev.pid, prints
+ * exactly one line "tern-dev ready kubeconfig=DIR/kubeconfig" once serving,
+ * and on SIGTERM/SIGINT stops serving, then stops the etcd it started.
+ */
+#include "apiserver/apipki.h"
+#include "apiserver/apirest.h"
+#include "apiserver/apiserver.h"
+#include "apiserver/apiwatch.h"
+#include "base/base64.h"
+#include "base/mem.h"
+#include "base/num.h"
+#include "base/tlog.h"
+#include "etcd/etcd.h"
+#include "etcdproc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: tern-dev up [--dir DIR] [--port N] [--etcd URL]\n");
+}
+
+static int write_text(const char *path, const char *text)
+{
+    char *tmp = xasprintf("%s.tmp", path);
+    int rc = 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        rc = -errno;
+        goto out;
+    }
+    size_t len = strlen(text), off = 0;
+    while (off < len) {
+        ssize_t n = write(fd, text + off, len - off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            break;
+        }
+        off += (size_t)n;
+    }
+    close(fd);
+    if (!rc && rename(tmp, path))
+        rc = -errno;
+out:
+    free(tmp);
+    return rc;
+}
+
+static char *kubeconfig_text(uint16_t port, const char *ca_pem, const char *token)
+{
+    char *ca = base64_encode(ca_pem, strlen(ca_pem));
+    char *s = xasprintf("apiVersion: v1\n"
+                        "kind: Config\n"
+                        "clusters:\n"
+                        "- name: tern-dev\n"
+                        "  cluster:\n"
+                        "    server: https://127.0.0.1:%u\n"
+                        "    certificate-authority-data: %s\n"
+                        "users:\n"
+                        "- name: tern-dev\n"
+                        "  user:\n"
+                        "    token: %s\n"
+                        "contexts:\n"
+                        "- name: tern-dev\n"
+                        "  context:\n"
+                        "    cluster: tern-dev\n"
+                        "    user: tern-dev\n"
+                        "    namespace: default\n"
+                        "current-context: tern-dev\n",
+                        (unsigned)port, ca, token);
+    free(ca);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    tlog_init("tern-dev", TLOG_INFO);
+    if (argc < 2 || strcmp(argv[1], "up") != 0) {
+        usage();
+        return 2;
+    }
+    const char *dir = ".tern-dev", *etcd_url = NULL;
+    int64_t port = 0;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+            dir = argv[++i];
+        } else if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
+            if (num_parse_range(argv[++i], 0, 65535, &port)) {
+                usage();
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--etcd") == 0 && i + 1 < argc) {
+            etcd_url = argv[++i];
+        } else {
+            usage();
+            return 2;
+        }
+    }
+    /* signals are taken synchronously by the main thread; every thread
+     * started later inherits the mask */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int status = 1;
+    struct tern_err err = {0};
+    struct etcdproc ep = {0};
+    struct etcd *etcd = NULL;
+    struct apiwatch_hub *hub = NULL;
+    struct apirest rest;
+    bool rest_up = false;
+    struct apipki pki = {0};
+    struct apiserver *srv = NULL;
+    char *abs_dir = NULL, *kc_path = NULL, *pid_path = NULL, *pki_dir = NULL;
+
+    if (mkdir(dir, 0700) && errno != EEXIST) {
+        tlog_error("cannot create directory", "dir", dir, "error", strerror(errno));
+        goto out;
+    }
+    abs_dir = realpath(dir, NULL);
+    if (!abs_dir) {
+        tlog_error("cannot resolve directory", "dir", dir, "error", strerror(errno));
+        goto out;
+    }
+    if (!etcd_url) {
+        char *data = xasprintf("%s/etcd", abs_dir);
+        int rc = etcdproc_start(&ep, data, &err);
+        free(data);
+        if (rc) {
+            tlog_error("cannot start etcd", "error", err.msg);
+            goto out;
+        }
+        etcd_url = ep.url;
+    }
+    const char *eps[] = {etcd_url};
+    struct etcd_config ec = {.endpoints = eps, .nendpoints = 1, .timeout_ms = 10000};
+    if (etcd_new(&ec, &etcd, &err)) {
+        tlog_error("bad etcd endpoint", "error", err.msg);
+        goto out;
+    }
+    int64_t rev = 0;
+    if (etcd_revision(etcd, &rev, &err)) {
+        tlog_error("etcd unavailable", "error", err.msg);
+        goto out;
+    }
+    if (apiwatch_hub_start(etcd, "/registry/", rev, 0, &hub, &err)) {
+        tlog_error("cannot start watch", "error", err.msg);
+        goto out;
+    }
+    pki_dir = xasprintf("%s/pki", abs_dir);
+    if (mkdir(pki_dir, 0700) && errno != EEXIST) {
+        tlog_error("cannot create directory", "dir", pki_dir, "error", strerror(errno));
+        goto out;
+    }
+    if (apipki_ensure(pki_dir, &pki, &err)) {
+        tlog_error("cannot set up certificates", "error", err.msg);
+        goto out;
+    }
+    struct apiserver_config sc = {.rest = &rest, .cert_pem = pki.cert_pem,
+                                  .key_pem = pki.key_pem, .token = pki.token,
+                                  .port = (uint16_t)port};
+    /* the REST layer needs the address for /api; start it first with a
+     * placeholder and fix it once the port is known */
+    if (apirest_init(&rest, etcd, hub, "127.0.0.1", &err)) {
+        tlog_error("cannot initialise", "error", err.msg);
+        goto out;
+    }
+    rest_up = true;
+    if (apirest_bootstrap(&rest, &err)) {
+        tlog_error("cannot create the default namespaces", "error", err.msg);
+        goto out;
+    }
+    if (apiserver_start(&sc, &srv, &err)) {
+        tlog_error("cannot serve", "error", err.msg);
+        goto out;
+    }
+    free(rest.server_address);
+    rest.server_address = xasprintf("127.0.0.1:%u", (unsigned)apiserver_port(srv));
+    kc_path = xasprintf("%s/kubeconfig", dir);
+    char *kc = kubeconfig_text(apiserver_port(srv), pki.ca_pem, pki.token);
+    int wrc = write_text(kc_path, kc);
+    free(kc);
+    if (wrc) {
+        tlog_error("cannot write kubeconfig", "path", kc_path, "error", strerror(-wrc));
+        goto out;
+    }
+    pid_path = xasprintf("%s/tern-dev.pid", dir);
+    char pidtxt[32];
+    snprintf(pidtxt, sizeof(pidtxt), "%ld\n", (long)getpid());
+    if ((wrc = write_text(pid_path, pidtxt))) {
+        tlog_error("cannot write pid file", "path", pid_path, "error", strerror(-wrc));
+        goto out;
+    }
+    printf("tern-dev ready kubeconfig=%s\n", kc_path);
+    fflush(stdout);
+    int sig = 0;
+    sigwait(&set, &sig);
+    tlog_info("stopping", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    status = 0;
+out:
+    apiserver_stop(srv);
+    if (rest_up)
+        apirest_done(&rest);
+    apiwatch_hub_stop(hub);
+    etcd_free(etcd);
+    etcdproc_stop(&ep);
+    apipki_done(&pki);
+    if (pid_path)
+        unlink(pid_path);
+    free(pid_path);
+    free(kc_path);
+    free(pki_dir);
+    free(abs_dir);
+    return status;
+}

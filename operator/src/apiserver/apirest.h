@@ -1,0 +1,105 @@
+/* apirest.h - the Kubernetes REST semantics, independent of HTTP.
+ *
+ * apirest_handle takes one decoded request (method, path, query arguments,
+ * headers that matter, body) and produces the response: a status code and a
+ * JSON body (always a Status object on errors), or a watch stream the HTTP
+ * layer pumps with apirest_watch_next. It implements discovery, CRUD with
+ * the real preconditions and errors, patches, CRD handling and custom
+ * resources, server-side tables, selectors, pagination and watches, on top
+ * of apistore (etcd) and apiwatch (the shared watch).
+ *
+ * Thread-safe: many requests may be handled concurrently.
+ */
+#ifndef TERN_APIREST_H
+#define TERN_APIREST_H
+
+#include "apires.h"
+#include "apistore.h"
+#include "apiwatch.h"
+#include "base/buf.h"
+
+#include <cJSON.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct apirest {
+    struct apistore store;
+    struct apiwatch_hub *hub;       /* borrowed */
+    struct apires_registry reg;
+    pthread_mutex_t crd_mu;         /* serialises CRD writes and table reloads */
+    char *server_address;           /* host:port for /api */
+};
+
+struct apirest_arg {
+    const char *key;
+    const char *value;
+};
+
+struct apirest_req {
+    const char *method;
+    const char *path;               /* without the query string */
+    const struct apirest_arg *args; /* decoded query arguments */
+    size_t nargs;
+    const char *content_type;       /* or NULL */
+    const char *accept;             /* or NULL */
+    const char *body;
+    size_t body_len;
+    bool body_too_large;            /* the HTTP layer stopped reading at the limit */
+};
+
+struct apirest_watch;
+
+struct apirest_resp {
+    int status;
+    const char *content_type;       /* static string */
+    struct buf body;
+    char *warning;                  /* value of one Warning header, or NULL */
+    struct apirest_watch *watch;    /* non-NULL: stream this (status 200) */
+};
+
+/* Sets up the REST layer over an etcd client and a running hub (both
+ * borrowed). Loads the CRDs. Returns 0 or an etcd error. */
+int apirest_init(struct apirest *s, struct etcd *etcd, struct apiwatch_hub *hub,
+                 const char *server_address, struct tern_err *err);
+void apirest_done(struct apirest *s);
+
+/* Creates the namespaces every cluster has (default, kube-system,
+ * kube-public, kube-node-lease) when missing. */
+int apirest_bootstrap(struct apirest *s, struct tern_err *err);
+
+/* Handles one request; resp must be zeroed; release with apirest_resp_done. */
+void apirest_handle(struct apirest *s, const struct apirest_req *req, struct apirest_resp *resp);
+void apirest_resp_done(struct apirest_resp *resp);
+
+/* Streams a watch: appends zero or more complete event lines to out,
+ * waiting at most timeout_ms for something to send. Returns 0 to continue,
+ * 1 when the stream is over (out may still hold final lines). */
+int apirest_watch_next(struct apirest_watch *w, struct buf *out, long timeout_ms);
+void apirest_watch_free(struct apirest_watch *w);
+
+/* Path parsing (exposed for tests and the fuzzer). */
+enum apirest_path_kind {
+    APIREST_P_INVALID = 0,
+    APIREST_P_VERSION,      /* /version */
+    APIREST_P_HEALTH,       /* /healthz /readyz /livez */
+    APIREST_P_API,          /* /api */
+    APIREST_P_APIS,         /* /apis */
+    APIREST_P_GROUP,        /* /apis/G */
+    APIREST_P_GROUPVERSION, /* /api/v1, /apis/G/V */
+    APIREST_P_RESOURCE,     /* a collection or an object */
+    APIREST_P_OPENAPI_V2,
+    APIREST_P_OPENAPI_V3,
+};
+
+struct apirest_path {
+    enum apirest_path_kind kind;
+    char *group, *version, *ns, *resource, *name, *sub; /* owned, NULL when absent */
+};
+
+/* Parses a URL path (percent-decoded segments). Returns 0 and fills p
+ * (release with apirest_path_done), or -EINVAL. */
+int apirest_parse_path(const char *path, struct apirest_path *p);
+void apirest_path_done(struct apirest_path *p);
+
+#endif

@@ -1,0 +1,257 @@
+/* apiserver.c - HTTPS front over libmicrohttpd. See apiserver.h. */
+#include "apiserver.h"
+
+#include "apistatus.h"
+#include "base/mem.h"
+#include "json/json.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct apiserver {
+    struct MHD_Daemon *d;
+    struct apirest *rest;
+    char *cert, *key, *token;
+    uint16_t port;
+    atomic_bool stopping;
+};
+
+struct conn_ctx {
+    struct apiserver *srv;
+    struct MHD_Connection *conn;
+    struct buf body;
+    bool too_large;
+    bool authorized;
+    struct apirest_resp resp;
+    struct buf pending; /* watch bytes not yet handed to MHD */
+    size_t pending_off;
+    bool ended;
+};
+
+struct args {
+    struct apirest_arg *v;
+    size_t n;
+};
+
+static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    (void)kind;
+    struct args *a = cls;
+    if (a->n >= 64)
+        return MHD_NO;
+    a->v = xreallocarray(a->v, a->n + 1, sizeof(*a->v));
+    a->v[a->n].key = key;
+    a->v[a->n].value = value ? value : "";
+    a->n++;
+    return MHD_YES;
+}
+
+static bool client_gone(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return false;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        return true;
+    return false;
+}
+
+static ssize_t watch_reader(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    struct conn_ctx *c = cls;
+    for (;;) {
+        if (c->pending.len > c->pending_off) {
+            size_t n = c->pending.len - c->pending_off;
+            if (n > max)
+                n = max;
+            memcpy(out, c->pending.data + c->pending_off, n);
+            c->pending_off += n;
+            if (c->pending_off == c->pending.len) {
+                buf_reset(&c->pending);
+                c->pending_off = 0;
+            }
+            return (ssize_t)n;
+        }
+        if (c->ended || atomic_load(&c->srv->stopping))
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        int rc = apirest_watch_next(c->resp.watch, &c->pending, 1000);
+        if (rc)
+            c->ended = true;
+        if (!c->pending.len && client_gone(c->conn))
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+}
+
+static void free_ctx(struct conn_ctx *c)
+{
+    if (!c)
+        return;
+    buf_done(&c->body);
+    buf_done(&c->pending);
+    apirest_resp_done(&c->resp);
+    free(c);
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    free_ctx(*con_cls);
+    *con_cls = NULL;
+}
+
+static enum MHD_Result send_simple(struct MHD_Connection *conn, struct apirest_resp *r)
+{
+    struct MHD_Response *mr = MHD_create_response_from_buffer(
+        r->body.len, r->body.len ? r->body.data : (void *)"", MHD_RESPMEM_MUST_COPY);
+    if (!mr)
+        return MHD_NO;
+    if (r->content_type)
+        MHD_add_response_header(mr, "Content-Type", r->content_type);
+    if (r->warning)
+        MHD_add_response_header(mr, "Warning", r->warning);
+    MHD_add_response_header(mr, "Cache-Control", "no-cache, private");
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, mr);
+    MHD_destroy_response(mr);
+    return ret;
+}
+
+static bool auth_ok(struct apiserver *s, struct MHD_Connection *conn)
+{
+    if (!s->token)
+        return true;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7) != 0)
+        return false;
+    const char *t = h + 7;
+    size_t a = strlen(t), b = strlen(s->token);
+    unsigned diff = (unsigned)(a ^ b);
+    for (size_t i = 0; i < a && i < b; i++)
+        diff |= (unsigned)(t[i] ^ s->token[i]);
+    return diff == 0;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
+                               const char *method, const char *version, const char *upload,
+                               size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    struct apiserver *s = cls;
+    struct conn_ctx *c = *con_cls;
+    if (!c) {
+        c = xcalloc(1, sizeof(*c));
+        c->srv = s;
+        c->conn = conn;
+        buf_init(&c->body, TERN_KUBE_MAX_OBJECT + 1);
+        buf_init(&c->pending, 64u << 20);
+        c->authorized = auth_ok(s, conn);
+        *con_cls = c;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!c->too_large && buf_append(&c->body, upload, *upload_size))
+            c->too_large = true;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (!c->authorized) {
+        struct apirest_resp r = {0};
+        buf_init(&r.body, 1u << 16);
+        cJSON *st = apistatus_unauthorized();
+        char *js = json_print(st);
+        cJSON_Delete(st);
+        buf_puts(&r.body, js);
+        free(js);
+        r.status = 401;
+        r.content_type = "application/json";
+        enum MHD_Result ret = send_simple(conn, &r);
+        apirest_resp_done(&r);
+        return ret;
+    }
+    struct args a = {0};
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
+    struct apirest_req req = {
+        .method = method,
+        .path = url,
+        .args = a.v,
+        .nargs = a.n,
+        .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type"),
+        .accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept"),
+        .body = c->body.data ? c->body.data : "",
+        .body_len = c->body.len,
+        .body_too_large = c->too_large,
+    };
+    apirest_handle(s->rest, &req, &c->resp);
+    free(a.v);
+    if (!c->resp.watch)
+        return send_simple(conn, &c->resp);
+    struct MHD_Response *mr =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_reader, c, NULL);
+    if (!mr)
+        return MHD_NO;
+    MHD_add_response_header(mr, "Content-Type", "application/json");
+    MHD_add_response_header(mr, "Cache-Control", "no-cache, private");
+    enum MHD_Result ret = MHD_queue_response(conn, 200, mr);
+    MHD_destroy_response(mr);
+    return ret;
+}
+
+int apiserver_start(const struct apiserver_config *cfg, struct apiserver **ret,
+                    struct tern_err *err)
+{
+    struct apiserver *s = xcalloc(1, sizeof(*s));
+    s->rest = cfg->rest;
+    s->cert = xstrdup(cfg->cert_pem);
+    s->key = xstrdup(cfg->key_pem);
+    s->token = cfg->token ? xstrdup(cfg->token) : NULL;
+    atomic_init(&s->stopping, false);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(cfg->port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD |
+                                MHD_USE_TLS,
+                            0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &sa,
+                            MHD_OPTION_HTTPS_MEM_KEY, s->key, MHD_OPTION_HTTPS_MEM_CERT, s->cert,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)4096,
+                            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
+    if (!s->d) {
+        free(s->cert);
+        free(s->key);
+        free(s->token);
+        free(s);
+        return err_set(err, -EADDRINUSE, "cannot serve on 127.0.0.1:%u", cfg->port);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : cfg->port;
+    *ret = s;
+    return 0;
+}
+
+uint16_t apiserver_port(const struct apiserver *s)
+{
+    return s->port;
+}
+
+void apiserver_stop(struct apiserver *s)
+{
+    if (!s)
+        return;
+    atomic_store(&s->stopping, true);
+    MHD_stop_daemon(s->d);
+    free(s->cert);
+    free(s->key);
+    free(s->token);
+    free(s);
+}

@@ -1,0 +1,342 @@
+#!/usr/bin/python3
+"""tern-dev judged by the real kubectl (fresh HOME and cache dir).
+
+One tern-dev instance (own etcd, temp dir, --port 0) serves every check:
+discovery and version dispatch, the AgentSession CRD (apply, wait
+established), custom resources (apply, Table columns, get -w, describe,
+label, annotate, merge/json patches, strategic patch refused with 415,
+status subresource + wait --for=condition, generation rules, finalizers,
+-o json|yaml|jsonpath, server-side apply, schema errors with field paths),
+and built-ins from -f manifests (configmap, secret, pod, job) including
+strategic merge patches as kubectl apply sends them.
+"""
+import glob
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from terndev import ROOT, Suite, TernDev, contains, eq, wait_for  # noqa: E402
+
+CRD = os.path.join(ROOT, "crds", "agentsessions.tern.dev.yaml")
+
+SESSION = """apiVersion: tern.dev/v1alpha1
+kind: AgentSession
+metadata:
+  name: %s
+spec:
+  objective: "test %s"
+"""
+
+CM = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cm1
+  labels: {app: demo}
+data:
+  a: "1"
+"""
+
+SECRET = """apiVersion: v1
+kind: Secret
+metadata: {name: s1}
+type: Opaque
+stringData: {token: hunter2}
+"""
+
+POD = """apiVersion: v1
+kind: Pod
+metadata: {name: p1, labels: {app: demo}}
+spec:
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: [sleep, "3600"]
+    env:
+    - {name: A, value: "%s"}
+    - {name: B, value: "b"}
+    ports:
+    - {containerPort: 8080}
+"""
+
+JOB = """apiVersion: batch/v1
+kind: Job
+metadata: {name: j1}
+spec:
+  backoffLimit: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: main, image: busybox:1.36, command: ["true"]}
+"""
+
+
+def main():
+    s = Suite()
+    td = TernDev()
+    try:
+        td.start()
+    except Exception as e:
+        print("FAIL start: %s" % e)
+        print("0 passed, 1 failed")
+        td.cleanup()
+        sys.exit(1)
+    k = td.kubectl
+
+    def write(name, text):
+        p = os.path.join(td.tmp, name)
+        with open(p, "w") as f:
+            f.write(text)
+        return p
+
+    def t_version_discovery():
+        _, out, _ = k("version", "-o", "json")
+        v = json.loads(out)
+        eq(v["serverVersion"]["minor"], "32", "server minor")
+        _, out, _ = k("api-resources", "--no-headers")
+        contains(out, "configmaps", "api-resources")
+        contains(out, "jobs", "api-resources")
+        _, out, _ = k("get", "ns", "-o", "name")
+        for ns in ("default", "kube-system"):
+            contains(out, "namespace/" + ns)
+
+    def t_crd():
+        _, out, _ = k("apply", "-f", CRD)
+        contains(out, "customresourcedefinition.apiextensions.k8s.io/agentsessions.tern.dev created")
+        k("wait", "--for", "condition=established", "--timeout=20s", "crd/agentsessions.tern.dev")
+        _, out, _ = k("api-resources", "--api-group=tern.dev", "--no-headers")
+        contains(out, "ags", "short name")
+        _, out, _ = k("apply", "-f", CRD)
+        contains(out, "unchanged")
+
+    def t_cr_apply_get():
+        p = write("s1.yaml", SESSION % ("s1", "one"))
+        _, out, _ = k("apply", "-f", p)
+        contains(out, "agentsession.tern.dev/s1 created")
+        _, out, _ = k("get", "ags")
+        head = out.splitlines()[0].split()
+        eq(head, ["NAME", "PHASE", "TURN", "TOOLS", "APPROVAL", "AGE"], "printer columns")
+        contains(out.splitlines()[1], "s1")
+        _, out, _ = k("get", "agentsession", "s1", "-o", "json")
+        o = json.loads(out)
+        eq(o["metadata"]["generation"], 1, "generation")
+        eq(o["spec"]["limits"]["maxToolCalls"], 200, "CRD default applied")
+        _, out, _ = k("get", "ags", "s1", "-o", "yaml")
+        contains(out, "objective: test one")
+        _, out, _ = k("get", "ags", "s1", "-o", "jsonpath={.spec.model.name}")
+        eq(out, "gpt-5.6-mini", "jsonpath")
+        _, out, _ = k("apply", "-f", p)
+        contains(out, "unchanged")
+        _, out, _ = k("describe", "ags", "s1")
+        contains(out, "Name:         s1")
+        contains(out, "Objective:")
+
+    def t_cr_label_annotate_patch():
+        k("label", "ags", "s1", "team=a")
+        k("annotate", "ags", "s1", "tern.dev/approve=ap-1")
+        _, out, _ = k("get", "ags", "-l", "team=a", "-o", "name")
+        eq(out.strip(), "agentsession.tern.dev/s1", "label selector")
+        _, out, _ = k("get", "ags", "-l", "team in (b,c)", "-o", "name")
+        eq(out.strip(), "", "set-based selector")
+        k("patch", "ags", "s1", "--type", "merge", "-p", '{"spec":{"suspend":true}}')
+        k("patch", "ags", "s1", "--type", "json", "-p",
+          '[{"op":"replace","path":"/spec/objective","value":"changed"}]')
+        _, out, _ = k("get", "ags", "s1", "-o", "json")
+        o = json.loads(out)
+        eq(o["spec"]["suspend"], True, "merge patch")
+        eq(o["spec"]["objective"], "changed", "json patch")
+        eq(o["metadata"]["generation"], 3, "generation bumped by spec changes")
+        eq(o["metadata"]["annotations"]["tern.dev/approve"], "ap-1", "annotation")
+        rc, out, err = k("patch", "ags", "s1", "-p", '{"spec":{"suspend":false}}', check=False)
+        eq(rc != 0, True, "strategic patch on a CR must fail")
+        contains(err, "application/strategic-merge-patch+json is not supported")
+        rc, _, err = k("patch", "ags", "s1", "--type", "json", "-p",
+                       '[{"op":"test","path":"/spec/suspend","value":false}]', check=False)
+        eq(rc != 0, True, "failed json patch test")
+
+    def t_status_and_wait():
+        w = td.kubectl_bg("wait", "--for=condition=Completed", "--timeout=30s", "ags/s1")
+        time.sleep(0.5)
+        k("patch", "ags", "s1", "--subresource=status", "--type", "merge", "-p",
+          json.dumps({"status": {"phase": "Succeeded", "observedGeneration": 3,
+                                 "conditions": [{"type": "Completed", "status": "True",
+                                                 "reason": "Done", "message": "ok",
+                                                 "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
+        out, err = w.communicate(timeout=40)
+        eq(w.returncode, 0, "kubectl wait: %s" % err.decode())
+        contains(out.decode(), "condition met")
+        _, out, _ = k("get", "ags", "s1", "-o", "json")
+        o = json.loads(out)
+        eq(o["metadata"]["generation"], 3, "status change does not bump generation")
+        eq(o["status"]["phase"], "Succeeded", "status stored")
+        # the main endpoint ignores status
+        k("patch", "ags", "s1", "--type", "merge", "-p", '{"status":{"phase":"Failed"}}')
+        _, out, _ = k("get", "ags", "s1", "-o", "jsonpath={.status.phase}")
+        eq(out, "Succeeded", "main endpoint must not change status")
+        # the status endpoint ignores spec
+        k("patch", "ags", "s1", "--subresource=status", "--type", "merge", "-p",
+          '{"spec":{"objective":"nope"}}')
+        _, out, _ = k("get", "ags", "s1", "-o", "jsonpath={.spec.objective}")
+        eq(out, "changed", "status endpoint must not change spec")
+        _, out, _ = k("get", "ags", "s1")
+        contains(out.splitlines()[1], "Succeeded")
+
+    def t_get_watch():
+        w = td.kubectl_bg("get", "ags", "-w", "--output-watch-events")
+        time.sleep(1.0)
+        k("label", "ags", "s1", "watched=yes")
+        p = write("s2.yaml", SESSION % ("s2", "two"))
+        k("apply", "-f", p)
+        k("delete", "ags", "s2")
+        time.sleep(1.5)
+        w.terminate()
+        out, _ = w.communicate(timeout=10)
+        lines = [l.split()[0] for l in out.decode().splitlines() if l.strip()]
+        eq(lines[0], "EVENT", "header")
+        for ev in ("ADDED", "MODIFIED", "DELETED"):
+            contains(lines, ev, "watch events %r" % lines)
+
+    def t_schema_errors():
+        bad = write("bad.yaml", """apiVersion: tern.dev/v1alpha1
+kind: AgentSession
+metadata: {name: bad1}
+spec:
+  objective: x
+  limits: {maxToolCalls: "many"}
+""")
+        rc, _, err = k("apply", "-f", bad, check=False)
+        eq(rc != 0, True, "invalid object accepted")
+        contains(err, 'spec.limits.maxToolCalls: Invalid value: "string": '
+                      'spec.limits.maxToolCalls in body must be of type integer: "string"')
+        n = 0
+        for f in sorted(glob.glob(os.path.join(ROOT, "tests", "data", "invalid-sessions", "*.yaml"))):
+            text = open(f).read()
+            if "# schema: cel:" in text:
+                continue  # CEL rules are not evaluated by tern-dev (docs/tern-dev.md)
+            path = [l[len("# path: "):].strip() for l in text.splitlines() if l.startswith("# path: ")][0]
+            rc, _, err = k("apply", "-f", f, check=False)
+            if rc == 0:
+                raise AssertionError("%s was accepted" % os.path.basename(f))
+            contains(err, path.split("[")[0], os.path.basename(f))
+            n += 1
+        eq(n >= 20, True, "invalid sessions checked")
+
+    def t_finalizers():
+        p = write("s3.yaml", SESSION % ("s3", "three"))
+        k("apply", "-f", p)
+        k("patch", "ags", "s3", "--type", "merge", "-p",
+          '{"metadata":{"finalizers":["tern.dev/cleanup"]}}')
+        k("delete", "ags", "s3", "--wait=false")
+        _, out, _ = k("get", "ags", "s3", "-o", "json")
+        o = json.loads(out)
+        eq("deletionTimestamp" in o["metadata"], True, "deletionTimestamp set")
+        eq(o["metadata"]["generation"], 2, "generation bumped on delete")
+        rc, _, err = k("patch", "ags", "s3", "--type", "merge", "-p",
+                       '{"metadata":{"finalizers":["tern.dev/cleanup","x.io/y"]}}', check=False)
+        eq(rc != 0, True, "new finalizer while deleting")
+        contains(err, "no new finalizers can be added if the object is being deleted")
+        k("patch", "ags", "s3", "--type", "json", "-p",
+          '[{"op":"remove","path":"/metadata/finalizers"}]')
+        rc, _, err = k("get", "ags", "s3", check=False)
+        eq(rc != 0, True, "object removed with its last finalizer")
+        contains(err, 'agentsessions.tern.dev "s3" not found')
+
+    def t_builtins():
+        for name, text in (("cm.yaml", CM), ("secret.yaml", SECRET), ("pod.yaml", POD % "1"),
+                           ("job.yaml", JOB)):
+            _, out, _ = k("apply", "-f", write(name, text))
+            contains(out, "created")
+        _, out, _ = k("get", "cm", "cm1")
+        eq(out.splitlines()[0].split(), ["NAME", "DATA", "AGE"], "configmap columns")
+        _, out, _ = k("get", "pods")
+        eq(out.splitlines()[0].split(), ["NAME", "READY", "STATUS", "RESTARTS", "AGE"], "pod columns")
+        contains(out, "0/1")
+        _, out, _ = k("get", "secret", "s1", "-o", "jsonpath={.data.token}")
+        eq(out, "aHVudGVyMg==", "stringData merged into data")
+        _, out, _ = k("get", "job", "j1", "-o", "json")
+        j = json.loads(out)
+        eq(j["spec"]["completions"], 1, "job defaults")
+        eq(j["spec"]["template"]["metadata"]["labels"]["batch.kubernetes.io/job-name"], "j1",
+           "job template labels")
+        _, out, _ = k("get", "jobs")
+        eq(out.splitlines()[0].split(), ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"],
+           "job columns")
+        # kubectl apply of a changed pod: strategic merge with $setElementOrder
+        _, out, _ = k("apply", "-f", write("pod.yaml", POD % "2"))
+        contains(out, "pod/p1 configured")
+        _, out, _ = k("get", "pod", "p1", "-o", "jsonpath={.spec.containers[0].env}")
+        eq(json.loads(out), [{"name": "A", "value": "2"}, {"name": "B", "value": "b"}], "env merged")
+        k("patch", "pod", "p1", "-p", '{"spec":{"containers":[{"name":"main","image":"busybox:1.37"}]}}')
+        k("patch", "pod", "p1", "-p", '{"spec":{"containers":[{"name":"main","env":[{"name":"B","$patch":"delete"}]}]}}')
+        _, out, _ = k("get", "pod", "p1", "-o", "json")
+        c = json.loads(out)["spec"]["containers"]
+        eq(len(c), 1, "keyed merge kept one container")
+        eq(c[0]["image"], "busybox:1.37", "strategic patch image")
+        eq(c[0]["env"], [{"name": "A", "value": "2"}], "$patch: delete")
+        eq(c[0]["ports"], [{"containerPort": 8080, "protocol": "TCP"}], "ports kept")
+        k("label", "cm", "cm1", "x=y")
+        k("annotate", "cm", "cm1", "note=hi")
+        k("patch", "cm", "cm1", "--type", "merge", "-p", '{"data":{"b":"2"}}')
+        k("patch", "cm", "cm1", "--type", "json", "-p", '[{"op":"add","path":"/data/c","value":"3"}]')
+        _, out, _ = k("get", "cm", "cm1", "-o", "json")
+        cm = json.loads(out)
+        eq(cm["data"], {"a": "1", "b": "2", "c": "3"}, "configmap patches")
+        eq(cm["metadata"]["labels"], {"app": "demo", "x": "y"}, "labels")
+        _, out, _ = k("get", "pods,cm", "-l", "app=demo", "-o", "name")
+        eq(sorted(out.split()), ["configmap/cm1", "pod/p1"], "multi-kind selector")
+        _, out, _ = k("get", "pods", "--field-selector", "status.phase=Pending", "-o", "name")
+        eq(out.strip(), "pod/p1", "field selector")
+        rc, _, err = k("get", "pods", "--field-selector", "spec.bogus=1", check=False)
+        eq(rc != 0, True, "unsupported field selector")
+        contains(err, "field label not supported: spec.bogus")
+        for name in ("cm.yaml", "secret.yaml", "pod.yaml", "job.yaml"):
+            _, out, _ = k("delete", "-f", os.path.join(td.tmp, name))
+            contains(out, "deleted")
+        _, out, _ = k("get", "cm,secret,pod,job", "-o", "name")
+        eq(out.strip(), "", "all deleted")
+
+    def t_server_side_apply():
+        _, out, _ = k("apply", "--server-side", "-f", write("cm.yaml", CM))
+        contains(out, "configmap/cm1 serverside-applied")
+        _, out, _ = k("apply", "--server-side", "-f", write("cm.yaml", CM.replace('a: "1"', 'a: "9"')))
+        contains(out, "serverside-applied")
+        _, out, _ = k("get", "cm", "cm1", "-o", "jsonpath={.data.a}")
+        eq(out, "9", "server-side apply updates")
+        _, out, _ = k("apply", "--server-side", "-f", write("s4.yaml", SESSION % ("s4", "four")))
+        contains(out, "agentsession.tern.dev/s4 serverside-applied")
+        k("delete", "cm", "cm1")
+
+    def t_strict_unknown_fields():
+        p = write("unk.yaml", CM.replace("\ndata:", "\nbogus: 1\ndata:"))
+        rc, _, err = k("apply", "-f", p, check=False)
+        eq(rc != 0, True, "unknown field accepted under Strict")
+        contains(err, 'strict decoding error: unknown field "bogus"')
+        rc, _, err = k("create", "-f", write("unk2.yaml", SESSION % ("s5", "x") + "  bogus: 1\n"),
+                       check=False)
+        eq(rc != 0, True, "unknown CR field accepted under Strict")
+        contains(err, 'unknown field "spec.bogus"')
+        rc, _, err = k("create", "-f", write("dup.yaml", SESSION % ("s6", "x")), check=False)
+        eq(rc, 0, "create: " + err)
+        rc, _, err = k("create", "-f", os.path.join(td.tmp, "dup.yaml"), check=False)
+        eq(rc != 0, True, "create twice")
+        contains(err, 'agentsessions.tern.dev "s6" already exists')
+
+    s.run("version and discovery", t_version_discovery)
+    s.run("CRD apply and wait established", t_crd)
+    s.run("custom resource apply/get/describe", t_cr_apply_get)
+    s.run("custom resource label/annotate/patch", t_cr_label_annotate_patch)
+    s.run("status subresource and wait --for=condition", t_status_and_wait)
+    s.run("get -w", t_get_watch)
+    s.run("schema errors with field paths", t_schema_errors)
+    s.run("finalizers and deletionTimestamp", t_finalizers)
+    s.run("built-ins from manifests", t_builtins)
+    s.run("server-side apply", t_server_side_apply)
+    s.run("strict field validation and AlreadyExists", t_strict_unknown_fields)
+    td.cleanup()
+    s.finish()
+
+
+if __name__ == "__main__":
+    main()
