@@ -15,6 +15,7 @@
 #include "kubelet/kubelet.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -785,5 +786,114 @@ TEST_T(memory_limit_oom_kills_and_liveness_restarts, 60)
         nanosleep(&ts, NULL);
     }
     ASSERT_TRUE(restarted);
+    env_done(&e);
+}
+
+/* Number of processes whose command line contains marker. */
+static int procs_with(const char *marker)
+{
+    DIR *d = opendir("/proc");
+    int n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        int64_t pid;
+        if (num_parse_i64(de->d_name, &pid) != 0)
+            continue;
+        char *path = xasprintf("/proc/%s/cmdline", de->d_name), *buf = NULL;
+        size_t len;
+        if (fsutil_read(path, 1 << 16, &buf, &len, NULL) == 0) {
+            for (size_t i = 0; i < len; i++)
+                if (!buf[i])
+                    buf[i] = ' ';
+            n += strstr(buf, marker) != NULL;
+        }
+        free(buf);
+        free(path);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+TEST_T(pods_die_with_a_crashed_kubelet, 40)
+{
+    need_bwrap();
+    const char *marker = "4242.25";
+    int sync[2];
+    ASSERT_OK(pipe(sync));
+    pid_t child = fork();
+    if (child == 0) {
+        struct env e;
+        env_init(&e);
+        char *pod = xasprintf(POD("victim", "", "{\"name\":\"main\",\"command\":[\"sleep\",\"%s\"]}"),
+                              marker);
+        create(&e, "v1/pods", pod);
+        const char *a[] = {"victim", "Running"};
+        if (pump(&e, pod_phase, a, 10000))
+            (void)!write(sync[1], "r", 1);
+        pause(); /* until killed: no cleanup at all */
+        _exit(0);
+    }
+    char c = 0;
+    ASSERT_EQ_INT(read(sync[0], &c, 1), 1);
+    /* wait for the command itself: bwrap has finished setting up */
+    char *cmd = xasprintf("sleep %s", marker);
+    int64_t end = now_ms() + 5000;
+    while (procs_with(cmd) == 0 && now_ms() < end) {
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ASSERT_CMP_INT(procs_with(cmd), >, 0);
+    /* bwrap ties its sandbox to itself only once set up: a crash in the
+     * first moments is cleaned by the next kubelet instead (next test) */
+    end = now_ms() + 700;
+    while (now_ms() < end)
+        (void)procs_with(cmd);
+    kill(child, SIGKILL); /* the kubelet crashes */
+    waitpid(child, NULL, 0);
+    end = now_ms() + 5000;
+    while (procs_with(marker) > 0 && now_ms() < end) {
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ASSERT_EQ_INT(procs_with(marker), 0);
+    free(cmd);
+}
+
+TEST_T(a_new_kubelet_kills_sandboxes_left_on_its_dir, 40)
+{
+    /* a sandbox killed mid-setup can lose its parent: the next kubelet on
+     * the same DIR finds it by its command line */
+    struct env e;
+    env_init(&e);
+    const char *marker = "4343.75";
+    char *pod = xasprintf(POD("left", "", "{\"name\":\"main\",\"command\":[\"sleep\",\"%s\"]}"),
+                          marker);
+    create(&e, "v1/pods", pod);
+    char *cmd = xasprintf("sleep %s", marker);
+    int64_t end = now_ms() + 10000;
+    while (procs_with(cmd) == 0 && now_ms() < end)
+        pump_once(&e);
+    ASSERT_CMP_INT(procs_with(cmd), >, 0);
+    /* detach the sandbox from this kubelet (as if its parent were gone) */
+    cJSON *p = get_pod(&e, "left");
+    const char *id = kobj_str(cJSON_GetArrayItem(kobj_at(p, "status.containerStatuses"), 0),
+                              "containerID");
+    int64_t pid = 0;
+    ASSERT_NOT_NULL(id);
+    ASSERT_OK(num_parse_i64(id + 8, &pid));
+    cJSON_Delete(p);
+    struct kubelet *second;
+    ASSERT_OK(kubelet_new(&e.s, &e.kcfg, &second, NULL));
+    end = now_ms() + 5000;
+    while (procs_with(marker) > 0 && now_ms() < end) {
+        waitpid((pid_t)pid, NULL, WNOHANG);
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ASSERT_EQ_INT(procs_with(marker), 0);
+    kubelet_free(second);
+    free(cmd);
+    free(pod);
     env_done(&e);
 }

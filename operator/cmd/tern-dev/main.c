@@ -8,7 +8,9 @@
  * serving certificate generated on first start (DIR/pki), writes
  * DIR/kubeconfig (server, CA, bearer token) and DIR/tern-dev.pid, prints
  * exactly one line "tern-dev ready kubeconfig=DIR/kubeconfig" once serving,
- * and on SIGTERM/SIGINT stops serving, then stops the etcd it started.
+ * with TERN_DEV_KUBELET=1 runs the controllers and the local kubelet
+ * in-process (docs/tern-dev-kubelet.md), and on SIGTERM/SIGINT stops the pods
+ * gracefully, stops serving, then stops the etcd it started.
  */
 #include "apiserver/apipki.h"
 #include "apiserver/apirest.h"
@@ -20,6 +22,7 @@
 #include "base/tlog.h"
 #include "etcd/etcd.h"
 #include "etcdproc.h"
+#include "kubelet/devwire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -156,6 +159,7 @@ int main(int argc, char **argv)
     bool rest_up = false;
     struct apipki pki = {0};
     struct apiserver *srv = NULL;
+    struct devwire *cluster = NULL;
     char *abs_dir = NULL, *kc_path = NULL, *pid_path = NULL, *pki_dir = NULL;
 
     if (mkdir(dir, 0700) && errno != EEXIST) {
@@ -244,6 +248,21 @@ int main(int argc, char **argv)
         tlog_error("cannot write pid file", "path", pid_path, "error", strerror(-wrc));
         goto out;
     }
+    /* the controllers and the local kubelet (docs/tern-dev-kubelet.md) */
+    struct devwire_cfg dw = {.rest = &rest, .dir = abs_dir, .port = apiserver_port(srv),
+                             .ca_pem = pki.ca_pem, .pod_token = pki.token};
+    /* test knob: TERN_DEV_JOB_BACKOFF_SECONDS (default Kubernetes' 10, 0 = none) */
+    const char *bo = getenv("TERN_DEV_JOB_BACKOFF_SECONDS");
+    int64_t bov;
+    if (bo && num_parse_range(bo, 0, 600, &bov) == 0)
+        dw.job_backoff_s = bov == 0 ? -1 : (int)bov;
+    /* TERN_DEV_KUBELET=1 runs them; off by default until the API suites
+     * stop assuming that no pod ever runs (see docs/tern-dev-kubelet.md) */
+    const char *kon = getenv("TERN_DEV_KUBELET");
+    if (kon && strcmp(kon, "1") == 0 && devwire_start(&dw, &cluster, &err)) {
+        tlog_error("cannot start the controllers and kubelet", "error", err.msg);
+        goto out;
+    }
     printf("tern-dev ready kubeconfig=%s\n", kc_path);
     fflush(stdout);
     int sig = 0;
@@ -251,6 +270,7 @@ int main(int argc, char **argv)
     tlog_info("stopping", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     status = 0;
 out:
+    devwire_stop(cluster, 10000); /* pods: SIGTERM, 10 s, SIGKILL */
     apiserver_stop(srv);
     if (rest_up)
         apirest_done(&rest);

@@ -123,6 +123,7 @@
 
 /* yaml/yamljson */
 #define TERN_YAML_MAX_EXPANDED_BYTES (64u << 20) /* scalar+key bytes after alias expansion */
+
 /* tern-dev controllers and local kubelet (devctl/, kubelet/) */
 #define TERN_KUBELET_MAX_PROC_FILE   8192        /* a /proc/<pid>/stat or cgroup file */
 #define TERN_KUBELET_MAX_PIDS_FILE   (64u << 10) /* DIR/pods/<uid>/pids */

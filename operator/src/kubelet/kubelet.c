@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
@@ -57,7 +58,7 @@ struct kpod {
 
 struct kubelet {
     const struct objstore *s;
-    char *dir, *node, *api_host, *ca_pem, *bin_dir, *bwrap, *podsdir, *voldir;
+    char *dir, *node, *api_host, *ca_pem, *bin_dir, *bwrap, *podsdir, *voldir, *static_token;
     int api_port;
     unsigned char sa_key[SATOKEN_KEY_LEN];
     bool have_key, cgroups;
@@ -180,6 +181,24 @@ static int signal_sandbox(pid_t outer, int sig)
     return n;
 }
 
+/* SIGKILLs a sandbox: its pid-namespace init (the outer bwrap's child,
+ * which takes the whole namespace with it) and the outer bwrap's group. Not
+ * relying on bwrap's --die-with-parent alone: an outer bwrap killed just
+ * after start can leave its init behind. */
+static void kill_sandbox(pid_t outer)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        int64_t p;
+        if (num_parse_i64(e->d_name, &p) == 0 && proc_ppid((pid_t)p) == outer)
+            kill((pid_t)p, SIGKILL);
+    }
+    if (d)
+        closedir(d);
+    kill(-outer, SIGKILL);
+}
+
 /* ---- IPs ---- */
 
 static bool ip_alloc(struct kubelet *k, const char *want, char out[16])
@@ -227,8 +246,43 @@ static void ip_free(struct kubelet *k, char ip[16])
 
 /* ---- lifecycle ---- */
 
+/* SIGKILLs every bwrap process whose command line names a directory under
+ * DIR/pods/ (each sandbox binds DIR/pods/<uid>/tmp/<container>): sandboxes
+ * of a previous instance on this DIR, including any that escaped its
+ * process group or lost their parent while being set up. */
+static void kill_sandboxes_of(struct kubelet *k)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    char *prefix = xasprintf("%s/", k->podsdir);
+    size_t pl = strlen(prefix);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int64_t pid;
+        if (num_parse_i64(e->d_name, &pid) != 0 || pid <= 1 || pid == getpid())
+            continue;
+        char path[64], *buf = NULL;
+        size_t len;
+        snprintf(path, sizeof path, "/proc/%lld/cmdline", (long long)pid);
+        if (fsutil_read(path, TERN_KUBELET_MAX_PIDS_FILE, &buf, &len, NULL) != 0)
+            continue;
+        bool ours = len > 0 && strcmp(buf, k->bwrap) == 0;
+        for (size_t i = strlen(buf) + 1; ours && i < len; i += strlen(buf + i) + 1) {
+            if (strncmp(buf + i, prefix, pl) == 0) {
+                kill((pid_t)pid, SIGKILL);
+                break;
+            }
+        }
+        free(buf);
+    }
+    closedir(d);
+    free(prefix);
+}
+
 static void kill_leftovers(struct kubelet *k)
 {
+    kill_sandboxes_of(k);
     DIR *d = opendir(k->podsdir);
     if (!d)
         return;
@@ -269,6 +323,7 @@ int kubelet_new(const struct objstore *store, const struct kubelet_cfg *cfg, str
     k->ca_pem = cfg->ca_pem ? xstrdup(cfg->ca_pem) : NULL;
     k->bin_dir = cfg->bin_dir ? xstrdup(cfg->bin_dir) : NULL;
     k->bwrap = xstrdup(cfg->bwrap ? cfg->bwrap : "/usr/bin/bwrap");
+    k->static_token = cfg->static_token ? xstrdup(cfg->static_token) : NULL;
     k->backoff = cfg->restart_backoff_ms > 0 ? cfg->restart_backoff_ms : 10000;
     k->backoff_max = cfg->restart_backoff_max_ms > 0 ? cfg->restart_backoff_max_ms : 300000;
     if (cfg->sa_key) {
@@ -308,7 +363,7 @@ static void free_pod(struct kubelet *k, struct kpod *p)
     for (size_t i = 0; i < p->nc; i++) {
         struct kcont *c = &p->c[i];
         if (c->pid > 0) {
-            kill(-c->pid, SIGKILL);
+            kill_sandbox(c->pid);
             waitpid(c->pid, NULL, 0);
         }
         cg_remove(c);
@@ -349,6 +404,7 @@ void kubelet_free(struct kubelet *k)
     free(k->ca_pem);
     free(k->bin_dir);
     free(k->bwrap);
+    free(k->static_token);
     free(k->podsdir);
     free(k->voldir);
     free(k);
@@ -679,7 +735,9 @@ static int prepare(struct kubelet *k, struct kpod *p, const cJSON *pod, struct t
         return 0;
     const char *sa_name = kobj_str(pod, "spec.serviceAccountName");
     sa_name = sa_name ? sa_name : "default";
-    if (k->have_key && !p->sa_token && automount(k, pod, sa_name)) {
+    if (k->static_token && !p->sa_token && automount(k, pod, sa_name)) {
+        p->sa_token = xstrdup(k->static_token);
+    } else if (k->have_key && !p->sa_token && automount(k, pod, sa_name)) {
         cJSON *sa = NULL;
         int r = objstore_get(k->s, "v1/serviceaccounts", p->ns, sa_name, &sa, err);
         if (r == 0)
@@ -822,9 +880,14 @@ static pid_t spawn(const struct podplan_exec *x, const char *log_path, const str
         return -e;
     }
     bool use_rlimit = x->mem_limit > 0 && !(c->cg_mem[0] && cgfd[0] >= 0);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0);
+        /* bwrap's --die-with-parent only ties the sandbox to bwrap itself:
+         * tie bwrap to this thread, so no pod outlives the kubelet */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(125);
         sigset_t all;
         sigemptyset(&all);
         sigprocmask(SIG_SETMASK, &all, NULL);
@@ -959,7 +1022,7 @@ static int run_probe(struct kubelet *k, struct kpod *p, const cJSON *pod, const 
             if (r == pid)
                 break;
             if (now_real_ms() > deadline) {
-                kill(-pid, SIGKILL);
+                kill_sandbox(pid);
                 waitpid(pid, &st, 0);
                 return TERN_ETIMEOUT;
             }
@@ -979,9 +1042,9 @@ static void stop_container(struct kcont *c, int64_t grace_ms, int64_t now_ms)
         c->killing = true;
         c->kill_deadline_ms = now_ms + grace_ms;
         if (grace_ms <= 0 || signal_sandbox(c->pid, SIGTERM) == 0)
-            kill(-c->pid, grace_ms <= 0 ? SIGKILL : SIGTERM);
+            kill_sandbox(c->pid);
     } else if (now_ms >= c->kill_deadline_ms) {
-        kill(-c->pid, SIGKILL);
+        kill_sandbox(c->pid);
     }
 }
 
@@ -1250,7 +1313,7 @@ void kubelet_shutdown(struct kubelet *k, int grace_ms)
                 }
                 any = true;
                 if (now_real_ms() >= deadline)
-                    kill(-c->pid, SIGKILL);
+                    kill_sandbox(c->pid);
             }
         }
         if (!any)

@@ -37,7 +37,9 @@
  *    metadata.deletionGracePeriodSeconds later SIGKILL of the tree, then a
  *    final status (Succeeded if every container exited 0, else Failed) and
  *    delete with grace 0;
- *  - restart of tern-dev: pod processes never outlive it (die-with-parent);
+ *  - restart of tern-dev: pod processes never outlive it (each bwrap gets
+ *    PR_SET_PDEATHSIG SIGKILL for the kubelet thread, and --die-with-parent
+ *    ties the sandbox to bwrap);
  *    kubelet_new also SIGKILLs any process group recorded in DIR/pods/ * /pids
  *    that still runs (matched by pid and start time). Pods whose status says
  *    a container was running are restarted per restartPolicy: the container
@@ -62,6 +64,7 @@ struct kubelet_cfg {
     int api_port;
     const char *ca_pem;     /* ca.crt contents, may be NULL */
     const unsigned char *sa_key; /* SATOKEN_KEY_LEN bytes; NULL: no tokens */
+    const char *static_token; /* given to every pod instead of a minted token */
     const char *bin_dir;    /* bound at /opt/tern/bin; NULL: none */
     const char *bwrap;      /* "/usr/bin/bwrap" when NULL */
     int64_t restart_backoff_ms;     /* 10000 when 0 */

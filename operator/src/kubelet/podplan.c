@@ -420,6 +420,20 @@ int podplan_volumes(const struct podplan_in *in, struct podplan_volumes *ret,
         }
         free(dir);
     }
+    /* each container's /tmp */
+    const char *clists[] = {"spec.initContainers", "spec.containers"};
+    for (int l = 0; l < 2; l++) {
+        const cJSON *c;
+        cJSON_ArrayForEach(c, kobj_at(in->pod, clists[l]))
+        {
+            const char *cn = kobj_str(c, "name");
+            if (!cn || !*cn || strchr(cn, '/') || cn[0] == '.') {
+                rc = err_set(err, TERN_EINVALID, "bad container name");
+                goto out;
+            }
+            add_dir(&r, xasprintf("%s/tmp/%s", in->pod_dir, cn));
+        }
+    }
     /* the service-account directory */
     if (in->sa_token) {
         char *sa = xasprintf("%s/sa", in->pod_dir);
@@ -759,8 +773,13 @@ int podplan_exec(const struct podplan_in *in, const cJSON *c, const cJSON *cmd_o
     sv_add(&a, "/proc");
     sv_add(&a, "--dev");
     sv_add(&a, "/dev");
-    sv_add(&a, "--tmpfs");
-    sv_add(&a, "/tmp");
+    /* /tmp is the container's own directory (like its writable layer); it
+     * also puts POD_DIR in every sandbox's command line, which is how a new
+     * kubelet finds processes a previous one left */
+    const char *cname = kobj_str(c, "name");
+    char *tmp = xasprintf("%s/tmp/%s", in->pod_dir, cname ? cname : "");
+    bind(&a, false, tmp, "/tmp");
+    free(tmp);
     if (in->bin_dir)
         bind(&a, true, in->bin_dir, PODPLAN_BIN_PATH);
     bool sa_mounted = false;

@@ -13,7 +13,8 @@
  *   --ro-bind /usr, symlinks /bin /sbin /lib /lib64 -> usr/..., --ro-bind-try
  *       of the /etc entries programs need (ld.so.cache, ssl, ca-certificates,
  *       alternatives, passwd, group, nsswitch.conf, hosts, resolv.conf,
- *       localtime, gai.conf), --proc /proc, --dev /dev, --tmpfs /tmp
+ *       localtime, gai.conf), --proc /proc, --dev /dev, and
+ *       POD_DIR/tmp/<container> bound at /tmp (the container's own, on disk)
  *   --ro-bind BIN_DIR /opt/tern/bin (the project's build output)
  *   volumes at their mountPaths (--bind, or --ro-bind when readOnly or the
  *       volume is configMap/secret/projected/downwardAPI), subPath honoured

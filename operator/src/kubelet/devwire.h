@@ -1,0 +1,36 @@
+/* devwire.h - tern-dev's in-process wiring of the controllers and the local
+ * kubelet (devrun.h) to its REST layer (apiserver/apirest.h): an objrest
+ * transport that hands each request to apirest_handle, so the components
+ * see exactly the semantics kubectl sees.
+ *
+ * DIR/sa.key (created on first start) keys the service-account tokens
+ * (satoken.h). While the API server only accepts its own bearer token,
+ * pods get that token (cfg.pod_token) instead of a minted one.
+ */
+#ifndef TERN_DEVWIRE_H
+#define TERN_DEVWIRE_H
+
+#include "apiserver/apirest.h"
+#include "base/err.h"
+
+#include <stdint.h>
+
+struct devwire_cfg {
+    struct apirest *rest;   /* borrowed; must outlive devwire_stop */
+    const char *dir;        /* tern-dev's DIR (absolute) */
+    uint16_t port;          /* the API server's port (KUBERNETES_SERVICE_PORT) */
+    const char *ca_pem;     /* the CA pods get as ca.crt */
+    const char *pod_token;  /* NULL: mint service-account tokens */
+    const char *bin_dir;    /* NULL: the directory of /proc/self/exe */
+    int job_backoff_s;      /* Job pod-failure backoff base; 0 = Kubernetes' 10 s,
+                             * negative = none (tests) */
+};
+
+struct devwire;
+
+/* Starts controllers and kubelet. 0 and *ret, or an error (-errno). */
+int devwire_start(const struct devwire_cfg *cfg, struct devwire **ret, struct tern_err *err);
+/* Stops them; running pods get SIGTERM and grace_ms before SIGKILL. */
+void devwire_stop(struct devwire *w, int grace_ms);
+
+#endif
