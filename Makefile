@@ -79,7 +79,14 @@ $(O)/tests/replay/%: $(O)/tests/fuzz/%.o $(O)/tests/fuzz/replay_main.o $(LIB)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(O)/bench/%: $$(patsubst %.c,$(O)/%.o,$$(wildcard bench/%/*.c)) $(SUPPORT_OBJS) $(LIB)
+# A bench's objects live apart from its binary: build/bench/<name> is the
+# binary, so they cannot be build/bench/<name>/*.o.
+$(O)/bench-obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(V),,echo "  CC      $@")
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(O)/bench/%: $$(addsuffix .o,$$(basename $$(addprefix $(O)/bench-obj/,$$(wildcard bench/$$*/*.c)))) $(SUPPORT_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
