@@ -194,7 +194,7 @@ void runner_spec_policy(const struct runner_spec *s, struct policy_config *ret)
     };
 }
 
-static int read_small_file(const char *path, size_t max, char **ret, struct tern_err *err)
+int runner_read_file(const char *path, size_t max, char **ret, struct tern_err *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -316,7 +316,7 @@ int runner_config_load(const char *(*get)(void *ctx, const char *name), void *ct
                       &c.crash_after_appends, err)))
         goto out;
 
-    if ((rc = read_small_file(get(ctx, "TERN_SANDBOX_TOKEN_FILE"), 4096, &c.sandbox_token, err)))
+    if ((rc = runner_read_file(get(ctx, "TERN_SANDBOX_TOKEN_FILE"), 4096, &c.sandbox_token, err)))
         goto out;
     size_t tl = strlen(c.sandbox_token);
     while (tl > 0 && (c.sandbox_token[tl - 1] == '\n' || c.sandbox_token[tl - 1] == '\r' ||
@@ -334,7 +334,7 @@ int runner_config_load(const char *(*get)(void *ctx, const char *name), void *ct
         rc = err_set(err, TERN_EINVALID, "TERN_SANDBOX_ADDR: required with TERN_SESSION_SPEC_FILE");
         goto out;
     }
-    if ((rc = read_small_file(c.spec_file, SPEC_MAX_BYTES, &text, err)))
+    if ((rc = runner_read_file(c.spec_file, SPEC_MAX_BYTES, &text, err)))
         goto out;
     if ((rc = json_parse(text, strlen(text), &j, err))) {
         rc = err_wrap(err, TERN_EINVALID, "%s", c.spec_file);

@@ -76,6 +76,10 @@ void runner_config_done(struct runner_config *c);
 int runner_spec_parse(const cJSON *obj, struct runner_spec *ret, struct tern_err *err);
 void runner_spec_done(struct runner_spec *s);
 
+/* Reads a whole file of at most max bytes (NUL-terminated, owned). Returns
+ * 0, or TERN_EINVALID naming the file and the reason. */
+int runner_read_file(const char *path, size_t max, char **ret, struct tern_err *err);
+
 /* The policy view of a spec (strings borrowed from spec). The exec timeout
  * bound is the session's timeoutSeconds, capped at one hour. */
 void runner_spec_policy(const struct runner_spec *s, struct policy_config *ret);

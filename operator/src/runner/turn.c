@@ -16,13 +16,11 @@
 #include "runner/sbx.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 struct turn {
     const struct runner_config *cfg;
@@ -494,25 +492,13 @@ static int perform(struct turn *t, struct plan *p, struct tern_err *err)
 
 static int load_prices(struct turn *t, struct tern_err *err)
 {
+    char *text = NULL;
     if (!t->cfg->prices_file)
         return 0;
-    int fd = open(t->cfg->prices_file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return err_set(err, TERN_EINVALID, "%s: %s", t->cfg->prices_file, strerror(errno));
-    struct buf b;
-    buf_init(&b, 1u << 20);
-    char chunk[8192];
-    ssize_t n;
-    int rc = 0;
-    while ((n = read(fd, chunk, sizeof chunk)) > 0)
-        if (buf_append(&b, chunk, (size_t)n)) {
-            rc = err_set(err, TERN_EINVALID, "%s: too large", t->cfg->prices_file);
-            break;
-        }
-    close(fd);
-    if (!rc && (rc = price_table_parse(buf_str(&b), b.len, &t->prices, err)))
+    int rc = runner_read_file(t->cfg->prices_file, 1u << 20, &text, err);
+    if (rc == 0 && (rc = price_table_parse(text, strlen(text), &t->prices, err)))
         rc = err_wrap(err, TERN_EINVALID, "%s", t->cfg->prices_file);
-    buf_done(&b);
+    free(text);
     return rc;
 }
 
