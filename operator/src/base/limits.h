@@ -93,4 +93,7 @@
 #define TERN_SANDBOX_MAX_RECORDS     100000      /* records listed by /v1/executions */
 #define TERN_SANDBOX_MAX_GLOBS       64          /* --writable globs */
 
+/* yaml/yamljson */
+#define TERN_YAML_MAX_EXPANDED_BYTES (64u << 20) /* scalar+key bytes after alias expansion */
+
 #endif

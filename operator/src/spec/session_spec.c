@@ -1,0 +1,918 @@
+/* session_spec.c - AgentSession JSON -> validated struct session_spec.
+ * See session_spec.h; the rules mirror crds/agentsessions.tern.dev.yaml. */
+#include "session_spec.h"
+
+#include "base/mem.h"
+#include "base/num.h"
+#include "json/json.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define PATH_MAX_LEN 256
+
+static const char *const tool_names[] = {"exec_command", "read_file", "write_file", "list_files"};
+
+unsigned session_tool_from_name(const char *name)
+{
+    for (unsigned i = 0; i < 4; i++)
+        if (strcmp(name, tool_names[i]) == 0)
+            return 1u << i;
+    return 0;
+}
+
+const char *session_tool_name(unsigned tool)
+{
+    for (unsigned i = 0; i < 4; i++)
+        if (tool == 1u << i)
+            return tool_names[i];
+    return NULL;
+}
+
+/* ---- small validators ---- */
+
+static size_t utf8_chars(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        if (((unsigned char)*s & 0xc0) != 0x80)
+            n++;
+    return n;
+}
+
+static bool is_lower_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* [a-z0-9]([-a-z0-9]*[a-z0-9])? over s[0..n) */
+static bool dns_label_n(const char *s, size_t n)
+{
+    if (n == 0 || n > 63 || !is_lower_alnum(s[0]) || !is_lower_alnum(s[n - 1]))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!is_lower_alnum(s[i]) && s[i] != '-')
+            return false;
+    return true;
+}
+
+static bool dns_subdomain(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 253)
+        return false;
+    const char *start = s;
+    for (const char *p = s;; p++) {
+        if (*p == '.' || *p == '\0') {
+            if (!dns_label_n(start, (size_t)(p - start)))
+                return false;
+            if (*p == '\0')
+                return true;
+            start = p + 1;
+        }
+    }
+}
+
+static bool secret_key_ok(const char *s)
+{
+    if (!*s || strlen(s) > 253)
+        return false;
+    for (; *s; s++) {
+        char c = *s;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '.' || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+/* ^https?://[^\s]+$ */
+static bool http_url_ok(const char *s)
+{
+    const char *rest;
+    if (strncmp(s, "http://", 7) == 0)
+        rest = s + 7;
+    else if (strncmp(s, "https://", 8) == 0)
+        rest = s + 8;
+    else
+        return false;
+    if (!*rest)
+        return false;
+    for (; *rest; rest++)
+        if (*rest == ' ' || *rest == '\t' || *rest == '\n' || *rest == '\r' || *rest == '\f' ||
+            *rest == '\v')
+            return false;
+    return true;
+}
+
+/* ---- getters over json.h with our messages ---- */
+
+static const char *sep(const char *path)
+{
+    return *path ? "." : "";
+}
+
+static void join(char *out, const char *path, const char *key)
+{
+    snprintf(out, PATH_MAX_LEN, "%s%s%s", path, sep(path), key);
+}
+
+/* Rejects members of obj not in allowed (NULL-terminated). */
+static int check_fields(const cJSON *obj, const char *path, const char *const *allowed,
+                        struct tern_err *err)
+{
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        bool ok = false;
+        for (const char *const *a = allowed; *a; a++)
+            if (c->string && strcmp(c->string, *a) == 0) {
+                ok = true;
+                break;
+            }
+        if (!ok)
+            return err_set(err, TERN_EINVALID, "%s%s%s: unknown field", path, sep(path),
+                           c->string ? c->string : "");
+    }
+    return 0;
+}
+
+/* A string member, copied into *ret (which must be NULL or a default that is
+ * freed on replacement). Absent/null and optional: 0, *ret unchanged. */
+static int get_str(const cJSON *obj, const char *path, const char *key, enum json_need need,
+                   size_t maxlen, char **ret, struct tern_err *err)
+{
+    const char *v = NULL;
+    int r = json_get_string(obj, path, key, need, &v, err);
+    if (r || !v)
+        return r;
+    if (utf8_chars(v) > maxlen)
+        return err_set(err, TERN_EINVALID, "%s%s%s: must be no more than %zu characters", path,
+                       sep(path), key, maxlen);
+    free(*ret);
+    *ret = xstrdup(v);
+    return 0;
+}
+
+/* The same, non-empty. */
+static int get_str_ne(const cJSON *obj, const char *path, const char *key, enum json_need need,
+                      size_t maxlen, char **ret, struct tern_err *err)
+{
+    const char *v = NULL;
+    int r = json_get_string(obj, path, key, need, &v, err);
+    if (r || !v)
+        return r;
+    if (!*v)
+        return err_set(err, TERN_EINVALID, "%s%s%s: must not be empty", path, sep(path), key);
+    return get_str(obj, path, key, need, maxlen, ret, err);
+}
+
+static int get_name(const cJSON *obj, const char *path, const char *key, enum json_need need,
+                    char **ret, struct tern_err *err)
+{
+    char *v = NULL;
+    int r = get_str(obj, path, key, need, 253, &v, err);
+    if (r || !v)
+        return r;
+    if (!dns_subdomain(v)) {
+        free(v);
+        return err_set(err, TERN_EINVALID,
+                       "%s%s%s: must be a DNS subdomain (lowercase letters, digits, '-' and '.')",
+                       path, sep(path), key);
+    }
+    free(*ret);
+    *ret = v;
+    return 0;
+}
+
+/* A JSON integer (not a digit string, not a fraction) within [min, max]. */
+static int get_int(const cJSON *obj, const char *path, const char *key, enum json_need need,
+                   int64_t min, int64_t max, int64_t *ret, struct tern_err *err)
+{
+    const cJSON *it = json_get(obj, key);
+    if (it && !cJSON_IsNull(it) && !cJSON_IsNumber(it))
+        return err_set(err, TERN_EINVALID, "%s%s%s: must be an integer", path, sep(path), key);
+    return json_get_int_range(obj, path, key, need, min, max, ret, err);
+}
+
+static int get_object(const cJSON *obj, const char *path, const char *key, enum json_need need,
+                      const char *const *allowed, const cJSON **ret, char *ret_path,
+                      struct tern_err *err)
+{
+    const cJSON *o = NULL;
+    int r = json_get_object(obj, path, key, need, &o, err);
+    if (r || !o)
+        return r;
+    join(ret_path, path, key);
+    if ((r = check_fields(o, ret_path, allowed, err)))
+        return r;
+    *ret = o;
+    return 0;
+}
+
+static int get_array(const cJSON *obj, const char *path, const char *key, int maxitems,
+                     const cJSON **ret, struct tern_err *err)
+{
+    const cJSON *a = NULL;
+    int r = json_get_array(obj, path, key, JSON_OPTIONAL, &a, err);
+    if (r || !a)
+        return r;
+    if (cJSON_GetArraySize(a) > maxitems)
+        return err_set(err, TERN_EINVALID, "%s%s%s: must have at most %d items", path, sep(path),
+                       key, maxitems);
+    *ret = a;
+    return 0;
+}
+
+/* Each item of an array of strings: non-empty, at most maxlen characters. */
+static int get_string_list(const cJSON *obj, const char *path, const char *key, int maxitems,
+                           size_t maxlen, char ***ret, size_t *ret_n, struct tern_err *err)
+{
+    const cJSON *a = NULL;
+    int r = get_array(obj, path, key, maxitems, &a, err);
+    if (r || !a)
+        return r;
+    size_t n = (size_t)cJSON_GetArraySize(a), i = 0;
+    char **v = xcalloc(n ? n : 1, sizeof *v);
+    for (const cJSON *it = a->child; it; it = it->next, i++) {
+        if (!cJSON_IsString(it)) {
+            r = err_set(err, TERN_EINVALID, "%s%s%s[%zu]: must be a string", path, sep(path), key,
+                        i);
+            goto fail;
+        }
+        if (!*it->valuestring) {
+            r = err_set(err, TERN_EINVALID, "%s%s%s[%zu]: must not be empty", path, sep(path), key,
+                        i);
+            goto fail;
+        }
+        if (utf8_chars(it->valuestring) > maxlen) {
+            r = err_set(err, TERN_EINVALID, "%s%s%s[%zu]: must be no more than %zu characters",
+                        path, sep(path), key, i, maxlen);
+            goto fail;
+        }
+        v[i] = xstrdup(it->valuestring);
+    }
+    for (size_t k = 0; k < *ret_n; k++)
+        free((*ret)[k]);
+    free(*ret);
+    *ret = v;
+    *ret_n = n;
+    return 0;
+fail:
+    for (size_t k = 0; k < i; k++)
+        free(v[k]);
+    free(v);
+    return r;
+}
+
+/* Quantity member (int-or-string), > 0. */
+static int get_quantity(const cJSON *obj, const char *path, const char *key, struct quantity *ret,
+                        struct tern_err *err)
+{
+    const cJSON *it = json_get(obj, key);
+    if (!it || cJSON_IsNull(it))
+        return 0;
+    char digits[24];
+    const char *text = NULL;
+    int64_t v;
+    if (cJSON_IsString(it)) {
+        text = it->valuestring;
+    } else if (cJSON_IsNumber(it) && json_item_int64(it, &v) == 0) {
+        text = num_fmt_i64(v, digits);
+    }
+    struct quantity q;
+    if (!text || quantity_parse(text, &q) != 0)
+        return err_set(err, TERN_EINVALID,
+                       "%s%s%s: must be a Kubernetes quantity (e.g. 500m, 2, 1Gi)", path, sep(path),
+                       key);
+    if (q.milli <= 0)
+        return err_set(err, TERN_EINVALID, "%s%s%s: must be greater than zero", path, sep(path),
+                       key);
+    *ret = q;
+    return 0;
+}
+
+/* {configMapRef: {name}} -> the name. */
+static int get_cm_ref(const cJSON *holder, const char *path, char **ret, struct tern_err *err)
+{
+    static const char *const ref_fields[] = {"configMapRef", NULL};
+    static const char *const name_fields[] = {"name", NULL};
+    int r = check_fields(holder, path, ref_fields, err);
+    if (r)
+        return r;
+    const cJSON *ref = NULL;
+    char rpath[PATH_MAX_LEN];
+    if ((r = get_object(holder, path, "configMapRef", JSON_REQUIRED, name_fields, &ref, rpath,
+                        err)))
+        return r;
+    return get_name(ref, rpath, "name", JSON_REQUIRED, ret, err);
+}
+
+static int get_cm_ref_list(const cJSON *obj, const char *path, const char *key, int maxitems,
+                           char ***ret, size_t *ret_n, struct tern_err *err)
+{
+    const cJSON *a = NULL;
+    int r = get_array(obj, path, key, maxitems, &a, err);
+    if (r || !a)
+        return r;
+    size_t n = (size_t)cJSON_GetArraySize(a), i = 0;
+    char **v = xcalloc(n ? n : 1, sizeof *v);
+    for (const cJSON *it = a->child; it; it = it->next, i++) {
+        char ipath[PATH_MAX_LEN];
+        snprintf(ipath, sizeof ipath, "%s%s%s[%zu]", path, sep(path), key, i);
+        if (!cJSON_IsObject(it)) {
+            r = err_set(err, TERN_EINVALID, "%s: must be an object", ipath);
+            goto fail;
+        }
+        if ((r = get_cm_ref(it, ipath, &v[i], err)))
+            goto fail;
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+fail:
+    for (size_t k = 0; k < n; k++)
+        free(v[k]);
+    free(v);
+    return r;
+}
+
+/* ---- CIDRs and globs ---- */
+
+int session_cidr_parse(const char *text, struct session_cidr *ret)
+{
+    const char *slash = strchr(text, '/');
+    if (!slash || slash == text || (size_t)(slash - text) >= INET6_ADDRSTRLEN)
+        return -EINVAL;
+    char addr[INET6_ADDRSTRLEN];
+    memcpy(addr, text, (size_t)(slash - text));
+    addr[slash - text] = '\0';
+    struct session_cidr c = {0};
+    if (inet_pton(AF_INET, addr, c.addr) == 1)
+        c.family = AF_INET;
+    else if (inet_pton(AF_INET6, addr, c.addr) == 1)
+        c.family = AF_INET6;
+    else
+        return -EINVAL;
+    const char *p = slash + 1;
+    if (!*p || strlen(p) > 3 || (p[0] == '0' && p[1]))
+        return -EINVAL;
+    int64_t prefix;
+    if (num_parse_range(p, 0, c.family == AF_INET ? 32 : 128, &prefix) != 0 || p[0] == '-')
+        return -EINVAL;
+    c.prefix = (int)prefix;
+    *ret = c;
+    return 0;
+}
+
+enum gtok { G_LIT, G_ONE, G_STAR, G_DSTAR };
+
+bool session_glob_match(const char *glob, const char *s, bool path)
+{
+    size_t gl = strlen(glob), n = strlen(s);
+    /* a trailing slash-double-star also matches the directory itself */
+    if (path && gl >= 3 && strcmp(glob + gl - 3, "/**") == 0 && n == gl - 3 &&
+        memcmp(glob, s, n) == 0)
+        return true;
+    bool *prev = xcalloc(n + 1, sizeof *prev);
+    bool *cur = xcalloc(n + 1, sizeof *cur);
+    prev[0] = true;
+    for (size_t gi = 0; gi < gl;) {
+        enum gtok t = G_LIT;
+        char c = glob[gi];
+        if (c == '*' && glob[gi + 1] == '*') {
+            t = path ? G_DSTAR : G_STAR;
+            gi += 2;
+            while (glob[gi] == '*')
+                gi++;
+        } else if (c == '*') {
+            t = G_STAR;
+            gi++;
+        } else if (c == '?') {
+            t = G_ONE;
+            gi++;
+        } else {
+            gi++;
+        }
+        bool any_path = !path || t == G_DSTAR;
+        switch (t) {
+        case G_LIT:
+            cur[0] = false;
+            for (size_t j = 1; j <= n; j++)
+                cur[j] = prev[j - 1] && s[j - 1] == c;
+            break;
+        case G_ONE:
+            cur[0] = false;
+            for (size_t j = 1; j <= n; j++)
+                cur[j] = prev[j - 1] && (!path || s[j - 1] != '/');
+            break;
+        case G_STAR:
+        case G_DSTAR:
+            cur[0] = prev[0];
+            for (size_t j = 1; j <= n; j++)
+                cur[j] = prev[j] || (cur[j - 1] && (any_path || s[j - 1] != '/'));
+            break;
+        }
+        bool *tmp = prev;
+        prev = cur;
+        cur = tmp;
+    }
+    bool m = prev[n];
+    free(prev);
+    free(cur);
+    return m;
+}
+
+bool session_spec_requires_approval(const struct session_spec *s, unsigned tool,
+                                    const char *subject)
+{
+    for (size_t i = 0; i < s->permissions.napprovals; i++) {
+        const struct session_approval_rule *a = &s->permissions.approvals[i];
+        if (a->tool == tool &&
+            session_glob_match(a->glob, subject, tool != SESSION_TOOL_EXEC_COMMAND))
+            return true;
+    }
+    return false;
+}
+
+bool session_spec_path_writable(const struct session_spec *s, const char *path)
+{
+    for (size_t i = 0; i < s->permissions.nwritable; i++)
+        if (session_glob_match(s->permissions.writable[i], path, true))
+            return true;
+    return false;
+}
+
+/* ^(working|output)(/.*)?$ with no "." or ".." segment */
+static const char *writable_problem(const char *g)
+{
+    size_t skip;
+    if (strncmp(g, "working", 7) == 0)
+        skip = 7;
+    else if (strncmp(g, "output", 6) == 0)
+        skip = 6;
+    else
+        return "must be under working/ or output/";
+    if (g[skip] != '\0' && g[skip] != '/')
+        return "must be under working/ or output/";
+    for (const char *p = g; *p;) {
+        const char *e = strchr(p, '/');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if ((len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+            return "must not contain . or .. path segments";
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return NULL;
+}
+
+/* ---- the sections of spec ---- */
+
+static int parse_permissions(const cJSON *spec, struct session_spec *s, struct tern_err *err)
+{
+    static const char *const fields[] = {"tools", "requiresApproval", "writablePaths",
+                                         "networkAllowlist", NULL};
+    const cJSON *p = NULL, *a = NULL;
+    char path[PATH_MAX_LEN];
+    int r = get_object(spec, "spec", "permissions", JSON_OPTIONAL, fields, &p, path, err);
+    if (r || !p)
+        return r;
+
+    /* tools: a set of known names */
+    if ((r = get_array(p, path, "tools", 8, &a, err)))
+        return r;
+    if (a) {
+        unsigned tools = 0;
+        size_t i = 0;
+        for (const cJSON *it = a->child; it; it = it->next, i++) {
+            unsigned t = cJSON_IsString(it) ? session_tool_from_name(it->valuestring) : 0;
+            if (!t)
+                return err_set(err, TERN_EINVALID,
+                               "%s.tools[%zu]: must be one of: exec_command, read_file, "
+                               "write_file, list_files",
+                               path, i);
+            if (tools & t)
+                return err_set(err, TERN_EINVALID, "%s.tools[%zu]: duplicate value \"%s\"", path, i,
+                               it->valuestring);
+            tools |= t;
+        }
+        s->permissions.tools = tools;
+    }
+
+    /* requiresApproval: "tool:glob", tool offered */
+    a = NULL;
+    if ((r = get_array(p, path, "requiresApproval", SESSION_MAX_APPROVAL_RULES, &a, err)))
+        return r;
+    if (a) {
+        size_t n = (size_t)cJSON_GetArraySize(a), i = 0;
+        s->permissions.approvals = xcalloc(n ? n : 1, sizeof *s->permissions.approvals);
+        for (const cJSON *it = a->child; it; it = it->next, i++) {
+            if (!cJSON_IsString(it))
+                return err_set(err, TERN_EINVALID, "%s.requiresApproval[%zu]: must be a string",
+                               path, i);
+            const char *v = it->valuestring;
+            if (utf8_chars(v) > SESSION_MAX_PATTERN_LEN)
+                return err_set(err, TERN_EINVALID,
+                               "%s.requiresApproval[%zu]: must be no more than %d characters", path,
+                               i, SESSION_MAX_PATTERN_LEN);
+            const char *colon = strchr(v, ':');
+            char tname[16] = "";
+            if (colon && (size_t)(colon - v) < sizeof tname) {
+                memcpy(tname, v, (size_t)(colon - v));
+                tname[colon - v] = '\0';
+            }
+            unsigned t = colon ? session_tool_from_name(tname) : 0;
+            if (!t || !colon[1])
+                return err_set(err, TERN_EINVALID,
+                               "%s.requiresApproval[%zu]: must be \"tool:glob\" with tool one of "
+                               "exec_command, read_file, write_file, list_files",
+                               path, i);
+            if (!(s->permissions.tools & t))
+                return err_set(err, TERN_EINVALID,
+                               "%s.requiresApproval[%zu]: tool %s is not in %s.tools", path, i,
+                               tname, path);
+            s->permissions.approvals[i].tool = t;
+            s->permissions.approvals[i].glob = xstrdup(colon + 1);
+            s->permissions.napprovals = i + 1;
+        }
+    }
+
+    /* writablePaths */
+    if ((r = get_string_list(p, path, "writablePaths", SESSION_MAX_WRITABLE,
+                             SESSION_MAX_PATTERN_LEN, &s->permissions.writable,
+                             &s->permissions.nwritable, err)))
+        return r;
+    for (size_t i = 0; i < s->permissions.nwritable; i++) {
+        const char *why = writable_problem(s->permissions.writable[i]);
+        if (why)
+            return err_set(err, TERN_EINVALID, "%s.writablePaths[%zu]: %s", path, i, why);
+    }
+
+    /* networkAllowlist */
+    a = NULL;
+    if ((r = get_array(p, path, "networkAllowlist", SESSION_MAX_NETWORK, &a, err)))
+        return r;
+    if (a) {
+        size_t n = (size_t)cJSON_GetArraySize(a), i = 0;
+        s->permissions.network = xcalloc(n ? n : 1, sizeof *s->permissions.network);
+        for (const cJSON *it = a->child; it; it = it->next, i++) {
+            struct session_cidr c;
+            if (!cJSON_IsString(it) || strlen(it->valuestring) > 43 ||
+                session_cidr_parse(it->valuestring, &c) != 0)
+                return err_set(err, TERN_EINVALID,
+                               "%s.networkAllowlist[%zu]: must be a CIDR such as 10.0.0.0/8 or "
+                               "fd00::/8",
+                               path, i);
+            c.text = xstrdup(it->valuestring);
+            s->permissions.network[i] = c;
+            s->permissions.nnetwork = i + 1;
+        }
+    }
+    return 0;
+}
+
+static int parse_limits(const cJSON *spec, struct session_spec *s, struct tern_err *err)
+{
+    static const char *const fields[] = {
+        "timeoutSeconds",  "maxModelTurns", "maxToolCalls", "maxTokens",
+        "maxCostMicroUSD", "cpu",           "memory",       NULL};
+    const cJSON *l = NULL;
+    char path[PATH_MAX_LEN];
+    int r = get_object(spec, "spec", "limits", JSON_OPTIONAL, fields, &l, path, err);
+    if (r || !l)
+        return r;
+    if ((r = get_int(l, path, "timeoutSeconds", JSON_OPTIONAL, 1, SESSION_MAX_SECONDS,
+                     &s->limits.timeout_seconds, err)) ||
+        (r = get_int(l, path, "maxModelTurns", JSON_OPTIONAL, 1, SESSION_MAX_MODEL_TURNS,
+                     &s->limits.max_model_turns, err)) ||
+        (r = get_int(l, path, "maxToolCalls", JSON_OPTIONAL, 1, SESSION_MAX_TOOL_CALLS,
+                     &s->limits.max_tool_calls, err)) ||
+        (r = get_int(l, path, "maxTokens", JSON_OPTIONAL, 1, SESSION_MAX_TOKENS,
+                     &s->limits.max_tokens, err)) ||
+        (r = get_int(l, path, "maxCostMicroUSD", JSON_OPTIONAL, 0, SESSION_MAX_COST_MICRO_USD,
+                     &s->limits.max_cost_micro_usd, err)) ||
+        (r = get_quantity(l, path, "cpu", &s->limits.cpu, err)) ||
+        (r = get_quantity(l, path, "memory", &s->limits.memory, err)))
+        return r;
+    return 0;
+}
+
+static int parse_model(const cJSON *spec, struct session_spec *s, struct tern_err *err)
+{
+    static const char *const fields[] = {"name", "baseURL", "apiKeySecretRef", NULL};
+    static const char *const ref_fields[] = {"name", "key", NULL};
+    const cJSON *m = NULL, *ref = NULL;
+    char path[PATH_MAX_LEN], rpath[PATH_MAX_LEN];
+    int r = get_object(spec, "spec", "model", JSON_OPTIONAL, fields, &m, path, err);
+    if (r || !m)
+        return r;
+    if ((r = get_str_ne(m, path, "name", JSON_OPTIONAL, SESSION_MAX_MODEL_NAME, &s->model.name,
+                        err)))
+        return r;
+    char *url = NULL;
+    if ((r = get_str(m, path, "baseURL", JSON_OPTIONAL, SESSION_MAX_URL, &url, err)))
+        return r;
+    if (url) {
+        if (!http_url_ok(url)) {
+            free(url);
+            return err_set(err, TERN_EINVALID, "%s.baseURL: must be an http or https URL", path);
+        }
+        free(s->model.base_url);
+        s->model.base_url = url;
+    }
+    if ((r = get_object(m, path, "apiKeySecretRef", JSON_OPTIONAL, ref_fields, &ref, rpath, err)))
+        return r;
+    if (ref) {
+        if ((r = get_name(ref, rpath, "name", JSON_REQUIRED, &s->model.api_key_secret, err)) ||
+            (r = get_str(ref, rpath, "key", JSON_REQUIRED, 253, &s->model.api_key_key, err)))
+            return r;
+        if (!secret_key_ok(s->model.api_key_key))
+            return err_set(err, TERN_EINVALID,
+                           "%s.key: must consist of letters, digits, '-', '_' or '.'", rpath);
+    }
+    return 0;
+}
+
+static int parse_sandbox(const cJSON *spec, struct session_spec *s, struct tern_err *err)
+{
+    static const char *const fields[] = {"image", "runtimeClassName", "workspace",
+                                         "idleSuspendSeconds", NULL};
+    static const char *const ws_fields[] = {"size", "storageClassName", NULL};
+    const cJSON *sb = NULL, *ws = NULL;
+    char path[PATH_MAX_LEN], wpath[PATH_MAX_LEN];
+    int r = get_object(spec, "spec", "sandbox", JSON_OPTIONAL, fields, &sb, path, err);
+    if (r || !sb)
+        return r;
+    if ((r = get_str(sb, path, "image", JSON_OPTIONAL, SESSION_MAX_IMAGE, &s->sandbox.image,
+                     err)) ||
+        (r = get_name(sb, path, "runtimeClassName", JSON_OPTIONAL, &s->sandbox.runtime_class,
+                      err)) ||
+        (r = get_int(sb, path, "idleSuspendSeconds", JSON_OPTIONAL, 0, SESSION_MAX_SECONDS,
+                     &s->sandbox.idle_suspend_seconds, err)) ||
+        (r = get_object(sb, path, "workspace", JSON_OPTIONAL, ws_fields, &ws, wpath, err)))
+        return r;
+    if (s->sandbox.image && !*s->sandbox.image) {
+        free(s->sandbox.image);
+        s->sandbox.image = NULL;
+    }
+    if (ws && ((r = get_quantity(ws, wpath, "size", &s->sandbox.workspace_size, err)) ||
+               (r = get_name(ws, wpath, "storageClassName", JSON_OPTIONAL,
+                             &s->sandbox.storage_class, err))))
+        return r;
+    return 0;
+}
+
+static int parse_approval(const cJSON *spec, struct session_spec *s, struct tern_err *err)
+{
+    static const char *const fields[] = {"timeoutSeconds", "onTimeout", NULL};
+    const cJSON *a = NULL;
+    char path[PATH_MAX_LEN];
+    int r = get_object(spec, "spec", "approval", JSON_OPTIONAL, fields, &a, path, err);
+    if (r || !a)
+        return r;
+    if ((r = get_int(a, path, "timeoutSeconds", JSON_OPTIONAL, 1, SESSION_MAX_SECONDS,
+                     &s->approval.timeout_seconds, err)))
+        return r;
+    const char *ot = NULL;
+    if ((r = json_get_string(a, path, "onTimeout", JSON_OPTIONAL, &ot, err)))
+        return r;
+    if (ot) {
+        if (strcmp(ot, "Deny") == 0)
+            s->approval.on_timeout = SESSION_ON_TIMEOUT_DENY;
+        else if (strcmp(ot, "Fail") == 0)
+            s->approval.on_timeout = SESSION_ON_TIMEOUT_FAIL;
+        else
+            return err_set(err, TERN_EINVALID, "%s.onTimeout: must be one of: Deny, Fail", path);
+    }
+    return 0;
+}
+
+static int parse_context(const cJSON *spec, struct session_spec *s, struct tern_err *err)
+{
+    static const char *const fields[] = {"text", "files", "references", NULL};
+    const cJSON *c = NULL;
+    char path[PATH_MAX_LEN];
+    int r = get_object(spec, "spec", "context", JSON_OPTIONAL, fields, &c, path, err);
+    if (r || !c)
+        return r;
+    if ((r = get_str(c, path, "text", JSON_OPTIONAL, SESSION_MAX_CONTEXT_TEXT, &s->context.text,
+                     err)) ||
+        (r = get_cm_ref_list(c, path, "files", SESSION_MAX_CONTEXT_FILES, &s->context.files,
+                             &s->context.nfiles, err)) ||
+        (r = get_string_list(c, path, "references", SESSION_MAX_REFERENCES,
+                             SESSION_MAX_REFERENCE_LEN, &s->context.references,
+                             &s->context.nreferences, err)))
+        return r;
+    return 0;
+}
+
+static int parse_fork(const cJSON *spec, struct session_spec *s, struct tern_err *err)
+{
+    static const char *const fields[] = {"session", "uid", "atSeq", NULL};
+    const cJSON *f = NULL;
+    char path[PATH_MAX_LEN];
+    int r = get_object(spec, "spec", "forkFrom", JSON_OPTIONAL, fields, &f, path, err);
+    if (r || !f)
+        return r;
+    if ((r = get_name(f, path, "session", JSON_REQUIRED, &s->fork_from.session, err)) ||
+        (r = get_str_ne(f, path, "uid", JSON_REQUIRED, SESSION_MAX_FORK_UID, &s->fork_from.uid,
+                        err)) ||
+        (r = get_int(f, path, "atSeq", JSON_REQUIRED, 0, INT64_MAX, &s->fork_from.at_seq, err)))
+        return r;
+    s->fork_from.set = true;
+    return 0;
+}
+
+static int parse_metadata(const cJSON *obj, struct session_spec *s, struct tern_err *err)
+{
+    const cJSON *md = NULL;
+    int r = json_get_object(obj, "", "metadata", JSON_OPTIONAL, &md, err);
+    if (r || !md)
+        return r;
+    if ((r = get_str(md, "metadata", "name", JSON_OPTIONAL, 253, &s->name, err)))
+        return r;
+    if (s->name) {
+        size_t n = strlen(s->name);
+        if (n > SESSION_MAX_NAME)
+            return err_set(err, TERN_EINVALID, "metadata.name: must be no more than %d characters",
+                           SESSION_MAX_NAME);
+        if (!dns_label_n(s->name, n))
+            return err_set(err, TERN_EINVALID,
+                           "metadata.name: must be a DNS label (lowercase letters, digits, '-')");
+    }
+    if ((r = get_str(md, "metadata", "namespace", JSON_OPTIONAL, 253, &s->namespace, err)) ||
+        (r = get_str(md, "metadata", "uid", JSON_OPTIONAL, 253, &s->uid, err)) ||
+        (r = json_get_int_range(md, "metadata", "generation", JSON_OPTIONAL, 0, INT64_MAX,
+                                &s->generation, err)))
+        return r;
+    return 0;
+}
+
+static void set_defaults(struct session_spec *s)
+{
+    static const char *const writable[] = SESSION_DEFAULT_WRITABLE;
+    s->permissions.tools = SESSION_TOOLS_ALL;
+    s->permissions.nwritable = sizeof writable / sizeof *writable;
+    s->permissions.writable = xcalloc(s->permissions.nwritable, sizeof *s->permissions.writable);
+    for (size_t i = 0; i < s->permissions.nwritable; i++)
+        s->permissions.writable[i] = xstrdup(writable[i]);
+    s->limits.timeout_seconds = SESSION_DEFAULT_TIMEOUT_SECONDS;
+    s->limits.max_model_turns = SESSION_DEFAULT_MAX_MODEL_TURNS;
+    s->limits.max_tool_calls = SESSION_DEFAULT_MAX_TOOL_CALLS;
+    s->limits.max_tokens = SESSION_DEFAULT_MAX_TOKENS;
+    s->limits.max_cost_micro_usd = SESSION_DEFAULT_MAX_COST_MICRO_USD;
+    if (quantity_parse(SESSION_DEFAULT_CPU, &s->limits.cpu) ||
+        quantity_parse(SESSION_DEFAULT_MEMORY, &s->limits.memory) ||
+        quantity_parse(SESSION_DEFAULT_WORKSPACE_SIZE, &s->sandbox.workspace_size))
+        abort(); /* constants */
+    s->model.name = xstrdup(SESSION_DEFAULT_MODEL);
+    s->model.base_url = xstrdup(SESSION_DEFAULT_BASE_URL);
+    s->sandbox.idle_suspend_seconds = SESSION_DEFAULT_IDLE_SUSPEND_SECONDS;
+    s->approval.timeout_seconds = SESSION_DEFAULT_APPROVAL_TIMEOUT;
+    s->approval.on_timeout = SESSION_ON_TIMEOUT_DENY;
+}
+
+int session_spec_parse(const cJSON *obj, struct session_spec **ret, struct tern_err *err)
+{
+    static const char *const spec_fields[] = {
+        "objective", "identity", "context", "skills",   "memory",  "messages", "permissions",
+        "limits",    "model",    "sandbox", "approval", "suspend", "forkFrom", NULL};
+    static const char *const identity_fields[] = {"serviceAccountName", NULL};
+    static const char *const memory_fields[] = {"configMapRef", NULL};
+    struct session_spec *s = xcalloc(1, sizeof *s);
+    const cJSON *spec = NULL, *o = NULL;
+    const char *v = NULL;
+    char path[PATH_MAX_LEN];
+    int r;
+    set_defaults(s);
+
+    if (!cJSON_IsObject(obj)) {
+        r = err_set(err, TERN_EINVALID, "AgentSession must be a JSON object");
+        goto out;
+    }
+    if ((r = json_get_string(obj, "", "apiVersion", JSON_OPTIONAL, &v, err)))
+        goto out;
+    if (v && strcmp(v, "tern.dev/v1alpha1") != 0) {
+        r = err_set(err, TERN_EINVALID, "apiVersion: must be tern.dev/v1alpha1");
+        goto out;
+    }
+    v = NULL;
+    if ((r = json_get_string(obj, "", "kind", JSON_OPTIONAL, &v, err)))
+        goto out;
+    if (v && strcmp(v, "AgentSession") != 0) {
+        r = err_set(err, TERN_EINVALID, "kind: must be AgentSession");
+        goto out;
+    }
+    if ((r = parse_metadata(obj, s, err)))
+        goto out;
+    if ((r = json_get_object(obj, "", "spec", JSON_REQUIRED, &spec, err)))
+        goto out;
+    if ((r = check_fields(spec, "spec", spec_fields, err)))
+        goto out;
+
+    if ((r = get_str_ne(spec, "spec", "objective", JSON_REQUIRED, SESSION_MAX_OBJECTIVE,
+                        &s->objective, err)))
+        goto out;
+    if ((r = get_object(spec, "spec", "identity", JSON_OPTIONAL, identity_fields, &o, path, err)))
+        goto out;
+    if (o && (r = get_name(o, path, "serviceAccountName", JSON_OPTIONAL, &s->service_account, err)))
+        goto out;
+    if ((r = parse_context(spec, s, err)))
+        goto out;
+    if ((r = get_cm_ref_list(spec, "spec", "skills", SESSION_MAX_SKILLS, &s->skills, &s->nskills,
+                             err)))
+        goto out;
+    o = NULL;
+    if ((r = get_object(spec, "spec", "memory", JSON_OPTIONAL, memory_fields, &o, path, err)))
+        goto out;
+    if (o && (r = get_cm_ref(o, path, &s->memory, err)))
+        goto out;
+    if ((r = get_string_list(spec, "spec", "messages", SESSION_MAX_MESSAGES,
+                             SESSION_MAX_MESSAGE_LEN, &s->messages, &s->nmessages, err)))
+        goto out;
+    if ((r = parse_permissions(spec, s, err)) || (r = parse_limits(spec, s, err)) ||
+        (r = parse_model(spec, s, err)) || (r = parse_sandbox(spec, s, err)) ||
+        (r = parse_approval(spec, s, err)))
+        goto out;
+    if ((r = json_get_bool(spec, "spec", "suspend", JSON_OPTIONAL, &s->suspend, err)))
+        goto out;
+    if ((r = parse_fork(spec, s, err)))
+        goto out;
+    *ret = s;
+    s = NULL;
+out:
+    session_spec_free(s);
+    return r;
+}
+
+static void free_list(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+void session_spec_free(struct session_spec *s)
+{
+    if (!s)
+        return;
+    free(s->name);
+    free(s->namespace);
+    free(s->uid);
+    free(s->objective);
+    free(s->service_account);
+    free(s->context.text);
+    free_list(s->context.files, s->context.nfiles);
+    free_list(s->context.references, s->context.nreferences);
+    free_list(s->skills, s->nskills);
+    free(s->memory);
+    free_list(s->messages, s->nmessages);
+    for (size_t i = 0; i < s->permissions.napprovals; i++)
+        free(s->permissions.approvals[i].glob);
+    free(s->permissions.approvals);
+    free_list(s->permissions.writable, s->permissions.nwritable);
+    for (size_t i = 0; i < s->permissions.nnetwork; i++)
+        free(s->permissions.network[i].text);
+    free(s->permissions.network);
+    free(s->model.name);
+    free(s->model.base_url);
+    free(s->model.api_key_secret);
+    free(s->model.api_key_key);
+    free(s->sandbox.image);
+    free(s->sandbox.runtime_class);
+    free(s->sandbox.storage_class);
+    free(s->fork_from.session);
+    free(s->fork_from.uid);
+    free(s);
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+int session_spec_check_update(const struct session_spec *old, const struct session_spec *cur,
+                              struct tern_err *err)
+{
+    if (old->fork_from.set != cur->fork_from.set)
+        return err_set(err, TERN_EINVALID,
+                       "spec.forkFrom: can only be set when the session is created");
+    if (old->fork_from.set && (!str_eq(old->fork_from.session, cur->fork_from.session) ||
+                               !str_eq(old->fork_from.uid, cur->fork_from.uid) ||
+                               old->fork_from.at_seq != cur->fork_from.at_seq))
+        return err_set(err, TERN_EINVALID, "spec.forkFrom: forkFrom is immutable");
+    if (cur->nmessages < old->nmessages)
+        return err_set(err, TERN_EINVALID,
+                       "spec.messages: messages is append-only; %zu entries cannot become %zu",
+                       old->nmessages, cur->nmessages);
+    for (size_t i = 0; i < old->nmessages; i++)
+        if (strcmp(old->messages[i], cur->messages[i]) != 0)
+            return err_set(err, TERN_EINVALID,
+                           "spec.messages[%zu]: messages is append-only; existing entries cannot "
+                           "be changed",
+                           i);
+    return 0;
+}
