@@ -38,6 +38,7 @@ struct turn {
     struct model_client *model;
     struct sbx *sbx;
     struct price_table prices;
+    struct tern_err fold_err; /* why the replay fold stopped, if it did */
     char *system_prompt;   /* built on the first model call */
     char *first_user;
 };
@@ -83,11 +84,11 @@ static int fold(struct turn *t, uint64_t seq, const char *type, int64_t turn, co
 static int on_event(void *ctx, const struct journal_event *ev)
 {
     struct turn *t = ctx;
-    struct tern_err e = {0};
     t->st.replayed++;
     if (t->st.replayed > TERN_RUNNER_MAX_EVENTS)
-        return TERN_ETOOLARGE;
-    return fold(t, ev->seq, ev->type_name, ev->turn, ev->key, ev->data, ev->time, &e);
+        return err_set(&t->fold_err, TERN_ETOOLARGE, "more than %u events to replay",
+                       TERN_RUNNER_MAX_EVENTS);
+    return fold(t, ev->seq, ev->type_name, ev->turn, ev->key, ev->data, ev->time, &t->fold_err);
 }
 
 /* Replays until the fold has caught up with the handle's summary (another
@@ -97,6 +98,11 @@ static int replay_all(struct turn *t, struct tern_err *err)
     int64_t t0 = mono_ms();
     for (int round = 0; round < 5; round++) {
         int rc = journal_replay(t->j, t->s.last_seq + 1, on_event, t, NULL, err);
+        if (rc && t->fold_err.code) {
+            if (err)
+                *err = t->fold_err;
+            return t->fold_err.code;
+        }
         if (rc)
             return err_wrap(err, rc, "journal replay");
         const struct journal_summary *sum = journal_summary(t->j);
@@ -307,13 +313,14 @@ static int do_model_call(struct turn *t, struct tern_err *err)
                              .tool_choice = t->ndefs ? "auto" : NULL,
                              .parallel_tool_calls = false};
     char *body = NULL;
-    int rc = chat_build_request(&c, t->defs, t->ndefs, &o, &body, err);
+    struct tern_err berr = {0};
+    int rc = chat_build_request(&c, t->defs, t->ndefs, &o, &body, &berr);
     chat_conv_done(&c);
     if (rc) {
         /* cannot happen for a journal we wrote; say so and end the turn */
         cJSON *d = obj();
         json_add_string(d, "phase", "model_request");
-        json_add_string(d, "message", err->msg);
+        json_add_string(d, "message", berr.msg);
         if ((rc = append(t, "error", NULL, d, err)))
             return rc;
         cJSON *f = obj();
