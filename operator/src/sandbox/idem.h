@@ -20,8 +20,10 @@
  *    "response": {the response body as first sent, without "replayed"}}
  * "runs" counts how often the operation was started under this key; a key is
  * never started twice, so it is always 1 (kept so a reader can check that).
- * The request hash is SHA-256 of "exec\n" + the JSON body for exec, and of
- * "<op>\n" + path + "\n" + query string for put and delete (a PUT body is
+ * The request hash is SHA-256 of "exec\n" + the canonical form of the parsed
+ * exec request (sbapi_exec_canonical: argv, cwd, env sorted, timeoutMs with
+ * the default applied, stdin; so member order and whitespace do not matter),
+ * and of "<op>\n" + path + "\n" + query for put and delete (a PUT body is
  * streamed to disk after the decision, so it is not part of the hash).
  *
  * WHEN. idem_begin writes the "started" record before the operation has any

@@ -58,6 +58,7 @@ struct req {
     int64_t t0;
     /* a response decided before the body was read, sent at the end */
     unsigned err_status;
+    int err_rc;
     const char *err_code;
     char *err_msg;
     uint64_t body_bytes;
@@ -206,6 +207,7 @@ static void defer_rc(struct req *r, int rc, const char *msg)
     if (r->err_status)
         return;
     r->err_status = api_error(rc, &r->err_code);
+    r->err_rc = rc;
     r->err_msg = xstrdup(msg && msg[0] ? msg : err_str(rc));
 }
 
@@ -378,7 +380,12 @@ static enum MHD_Result do_exec(struct sandboxd *d, struct MHD_Connection *c, str
         ok = send_rc(d, c, rc, msg, r, method, url);
         goto out;
     }
-    rc = idem_start(d, r, "exec", r->body.data ? r->body.data : "", r->body.len, &err);
+    struct buf canon;
+    buf_init(&canon, 2 * TERN_SANDBOX_MAX_EXEC_BODY + 4096);
+    rc = sbapi_exec_canonical(&ex, &canon);
+    if (rc == 0)
+        rc = idem_start(d, r, "exec", canon.data ? canon.data : "", canon.len, &err);
+    buf_done(&canon);
     if (rc == 1) {
         ok = send_replay(d, c, r, method, url);
         goto out;
@@ -603,11 +610,8 @@ static enum MHD_Result do_put_end(struct sandboxd *d, struct MHD_Connection *c, 
     if (r->replaying)
         return send_replay(d, c, r, method, url);
     if (r->err_status) {
-        if (r->ticketed) {
-            /* rebuild the rc from the status for recording */
-            int rc = r->err_status == 413 ? TERN_ETOOLARGE : -EIO;
-            return finish_error(d, c, r, "put", rc, r->err_msg, method, url);
-        }
+        if (r->ticketed)
+            return finish_error(d, c, r, "put", r->err_rc, r->err_msg, method, url);
         return send_error(d, c, r->err_status, r->err_code, r->err_msg, r, method, url);
     }
     struct tern_err err = {0};
@@ -982,8 +986,16 @@ static enum MHD_Result last_call(struct sandboxd *d, struct MHD_Connection *c, s
     }
     if (r->err_status)
         return send_error(d, c, r->err_status, r->err_code, r->err_msg, r, method, url);
-    if (r->kind == K_EXEC)
-        return do_exec(d, c, r, method, url);
+    if (r->kind == K_EXEC) {
+        enum MHD_Result ok = do_exec(d, c, r, method, url);
+        /* free the slot before the queued answer reaches the client, so its
+         * next exec is not refused as busy */
+        if (r->exec_slot) {
+            atomic_fetch_sub(&d->active_execs, 1);
+            r->exec_slot = false;
+        }
+        return ok;
+    }
     if (r->kind == K_RESTORE) {
         struct tern_err err = {0};
         struct restore_stats st;
@@ -1252,6 +1264,19 @@ int sandboxd_start(const struct sandboxd_config *cfg, struct sandboxd **ret, str
     if (cfg->landlock == SANDBOXD_LANDLOCK_ON && !d->landlock) {
         rc = err_set(err, -ENOSYS, "--landlock on: the kernel has no Landlock");
         goto fail;
+    }
+    if (uid_set(d) && !d->landlock) {
+        /* without Landlock, only ownership keeps commands away from the
+         * records and the read-only parts: the root must not be theirs */
+        struct stat st;
+        if (fstat(d->wsfd, &st) != 0 || st.st_uid == d->cfg.run_uid || (st.st_mode & 0002) ||
+            (st.st_gid == d->cfg.run_gid && (st.st_mode & 0020))) {
+            rc = err_set(err, -EPERM,
+                         "workspace %s is writable by the command uid %u and Landlock is off: "
+                         "its records and read-only parts would be unprotected",
+                         d->ws_abs, (unsigned)d->cfg.run_uid);
+            goto fail;
+        }
     }
     rc = listen_socket(cfg->listen ? cfg->listen : ":8080", &d->listen_fd, &d->port, err);
     if (rc != 0)

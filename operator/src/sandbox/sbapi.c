@@ -148,6 +148,41 @@ out:
     return rc;
 }
 
+static int put_field(struct buf *b, const char *tag, const char *p, size_t n)
+{
+    int rc = buf_printf(b, "%s%zu:", tag, n);
+    return rc ? rc : buf_append(b, p, n);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int sbapi_exec_canonical(const struct sbapi_exec *r, struct buf *out)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && r->argv && r->argv[i]; i++)
+        rc = put_field(out, "a", r->argv[i], strlen(r->argv[i]));
+    if (rc == 0)
+        rc = put_field(out, "c", r->cwd ? r->cwd : "", r->cwd ? strlen(r->cwd) : 0);
+    size_t ne = 0;
+    while (r->env && r->env[ne])
+        ne++;
+    if (ne && rc == 0) {
+        char **sorted = xmemdup(r->env, ne * sizeof *sorted);
+        qsort(sorted, ne, sizeof *sorted, cmp_str);
+        for (size_t i = 0; rc == 0 && i < ne; i++)
+            rc = put_field(out, "e", sorted[i], strlen(sorted[i]));
+        free(sorted);
+    }
+    if (rc == 0)
+        rc = buf_printf(out, "t%lld;", (long long)r->timeout_ms);
+    if (rc == 0 && r->stdin_data)
+        rc = put_field(out, "i", r->stdin_data, r->stdin_len);
+    return rc;
+}
+
 /* Length of the valid UTF-8 sequence at p (1..4), or 0 if invalid/cut. */
 static size_t utf8_seq(const unsigned char *p, size_t n)
 {

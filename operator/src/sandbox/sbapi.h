@@ -40,6 +40,15 @@ int sbapi_parse_exec(const char *body, size_t n, int64_t default_timeout_ms,
                      struct sbapi_exec *ret, struct tern_err *err);
 void sbapi_exec_done(struct sbapi_exec *r);
 
+/* Appends a canonical encoding of the parsed request to out (argv, cwd, env
+ * sorted by name, timeoutMs, stdin; each field length-prefixed), so two
+ * bodies that differ only in member order or whitespace are the same request
+ * for idempotency. A request parsed from a body within its bound encodes
+ * in less than 2 * TERN_SANDBOX_MAX_EXEC_BODY + 4096 bytes: give out that
+ * bound. Returns 0, or TERN_ETOOLARGE when out's bound was hit (out is then
+ * incomplete and must not be used). */
+int sbapi_exec_canonical(const struct sbapi_exec *r, struct buf *out);
+
 /* Appends p[0..n) to out with every invalid UTF-8 sequence (including a
  * sequence cut at the end) replaced by U+FFFD, so output is valid JSON text.
  * Returns 0 or TERN_ETOOLARGE (out's bound). */

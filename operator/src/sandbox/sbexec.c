@@ -210,11 +210,13 @@ static void closep(int *fd)
     *fd = -1;
 }
 
-/* Reads what is available from *fd into b (up to max kept), counting total. */
+/* Reads what is available from *fd into b (up to max kept), counting total.
+ * Returns after at most 16 chunks so a command that writes without end
+ * cannot keep the caller from its deadline checks. */
 static void pump(int *fd, struct buf *b, size_t max, uint64_t *total, bool *truncated)
 {
     char chunk[65536];
-    for (;;) {
+    for (int i = 0; i < 16; i++) {
         ssize_t k = read(*fd, chunk, sizeof chunk);
         if (k < 0 && errno == EINTR)
             continue;

@@ -203,6 +203,17 @@ int wspath_check_write(const struct wspath_rules *r, const char *norm)
     return -EROFS;
 }
 
+/* -ELOOP when name in dfd is a symlink (what openat2 with
+ * RESOLVE_NO_SYMLINKS reports), else err. */
+static int symlink_or(int dfd, const char *name, int err)
+{
+    struct stat st;
+    if ((err == -ENOTDIR || err == -ELOOP) && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISLNK(st.st_mode))
+        return -ELOOP;
+    return err;
+}
+
 /* The openat2-less equivalent: one component at a time, never following. */
 static int walk_open(int wsfd, const char *norm, int flags, mode_t mode)
 {
@@ -217,19 +228,19 @@ static int walk_open(int wsfd, const char *norm, int flags, mode_t mode)
             break;
         *slash = '\0';
         int nfd = openat(dfd < 0 ? wsfd : dfd, s, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int e = errno;
+        int e = nfd < 0 ? symlink_or(dfd < 0 ? wsfd : dfd, s, -errno) : 0;
         if (dfd >= 0)
             close(dfd);
         if (nfd < 0)
-            return -e;
+            return e;
         dfd = nfd;
         s = slash + 1;
     }
     int fd = openat(dfd < 0 ? wsfd : dfd, s, flags | O_NOFOLLOW | O_CLOEXEC, mode);
-    int e = errno;
+    int e = fd < 0 ? symlink_or(dfd < 0 ? wsfd : dfd, s, -errno) : 0;
     if (dfd >= 0)
         close(dfd);
-    return fd < 0 ? -e : fd;
+    return fd < 0 ? e : fd;
 }
 
 /* 0 when fd is not inside the workspace's state dir; -ELOOP when unknowable. */
@@ -325,7 +336,7 @@ int wspath_open_parent(int wsfd, const char *norm, bool mkdirs, uid_t uid, gid_t
                 return r;
             }
             int nfd = openat(dfd, s, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            r = nfd < 0 ? -errno : 0;
+            r = nfd < 0 ? symlink_or(dfd, s, -errno) : 0;
             close(dfd);
             if (r != 0)
                 return r;
