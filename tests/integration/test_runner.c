@@ -525,6 +525,18 @@ static void wait_event(struct env *e, const char *uid, const char *type, long ti
     }
 }
 
+/* Polls until tern-fakellm has recorded n requests (bounded). */
+static void wait_model_request(struct env *e, int n)
+{
+    long long deadline = now_ms() + 15000;
+    while (count_lines(e->record) < n) {
+        if (now_ms() > deadline)
+            th_fail(__FILE__, __LINE__, "the model call never arrived");
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Reruns until exit 0 (75 = retryable, e.g. sandboxd busy with the first
  * request under the key), bounded. */
 static void rerun_until_done(struct env *e, const char *uid, int turn, int max_runs)
@@ -579,13 +591,7 @@ TEST_T(kill_in_the_middle_of_a_model_call, 60)
     write_spec(&e, "midmodel", SPEC_PLAIN);
     struct proc p;
     start_runner(&e, &p, "midmodel", 1, NULL, NULL);
-    long long deadline = now_ms() + 15000;
-    while (count_lines(e.record) < 1) {
-        if (now_ms() > deadline)
-            th_fail(__FILE__, __LINE__, "the model call never arrived");
-        struct timespec ts = {0, 10 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
+    wait_model_request(&e, 1);
     proc_kill(&p);
     rerun_until_done(&e, "midmodel", 1, 5);
     struct evs v;
@@ -740,13 +746,7 @@ TEST_T(etcd_briefly_unavailable, 90)
     const char *extra[] = {"TERN_LOCK_TTL_SECONDS=15", NULL};
     struct proc p;
     start_runner(&e, &p, "outage", 1, extra, NULL);
-    long long deadline = now_ms() + 15000;
-    while (count_lines(e.record) < 1) {
-        if (now_ms() > deadline)
-            th_fail(__FILE__, __LINE__, "the model call never arrived");
-        struct timespec ts = {0, 10 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
+    wait_model_request(&e, 1);
     /* etcd goes away while the model answers; the outage (3 s) outlasts the
      * model call, so the runner's next append meets it */
     ASSERT_OK(etcd_fixture_kill(&e.etcd));

@@ -4,6 +4,7 @@
 
 #include "base/mem.h"
 #include "json/json.h"
+#include "runner/config.h"
 #include "runner/plan.h"
 #include "runner/prompt.h"
 #include "runner/replay.h"
@@ -465,4 +466,97 @@ TEST(sandbox_results_render_as_tool_messages)
     cJSON_Delete(chk);
     free(o);
     free(big);
+}
+
+struct fenv {
+    const char *const *kv; /* name, value, ... NULL */
+};
+
+static const char *fake_getenv(void *ctx, const char *name)
+{
+    const struct fenv *e = ctx;
+    for (size_t i = 0; e->kv[i]; i += 2)
+        if (strcmp(e->kv[i], name) == 0)
+            return e->kv[i + 1];
+    return NULL;
+}
+
+TEST(spec_and_config)
+{
+    const char *j = "{\"metadata\":{\"uid\":\"u1\"},\"spec\":{\"objective\":\"Do it\","
+                    "\"messages\":[\"one\",\"two\"],\"permissions\":{\"tools\":[\"read_file\","
+                    "\"write_file\"],\"requiresApproval\":[\"write_file:output/**\"]},"
+                    "\"limits\":{\"timeoutSeconds\":60,\"maxToolCalls\":3}}}";
+    cJSON *o = NULL;
+    ASSERT_OK(json_parse(j, strlen(j), &o, NULL));
+    struct runner_spec s;
+    struct tern_err e = {0};
+    ASSERT_OK(runner_spec_parse(o, &s, &e));
+    cJSON_Delete(o);
+    ASSERT_EQ_STR(s.uid, "u1");
+    ASSERT_EQ_INT(s.nmessages, 2);
+    ASSERT_EQ_INT(s.tools, (1u << POLICY_READ) | (1u << POLICY_WRITE));
+    ASSERT_EQ_INT(s.nwritable, 2); /* CRD default */
+    ASSERT_EQ_INT(s.limits.max_tool_calls, 3);
+    ASSERT_EQ_INT(s.limits.max_model_turns, 50);
+    ASSERT_EQ_STR(s.model, "gpt-5.6-mini");
+    struct policy_config pc;
+    runner_spec_policy(&s, &pc);
+    ASSERT_EQ_INT(pc.exec_max_timeout_ms, 60000);
+    ASSERT_EQ_INT(pc.limits.timeout_ms, 60000);
+    runner_spec_done(&s);
+
+    const char *bad[] = {"{\"spec\":{}}", "{\"spec\":{\"objective\":\"x\",\"permissions\":"
+                                          "{\"tools\":[\"rm\"]}}}",
+                         "{\"spec\":{\"objective\":\"x\",\"permissions\":"
+                         "{\"requiresApproval\":[\"no-colon\"]}}}",
+                         "{\"spec\":{\"objective\":\"x\",\"limits\":{\"maxToolCalls\":0}}}"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ASSERT_OK(json_parse(bad[i], strlen(bad[i]), &o, NULL));
+        if (runner_spec_parse(o, &s, &e) == 0)
+            th_fail(__FILE__, __LINE__, "case %zu accepted", i);
+        cJSON_Delete(o);
+    }
+
+    char tok[400], spec[400];
+    snprintf(tok, sizeof tok, "%s/token", th_tmpdir());
+    snprintf(spec, sizeof spec, "%s/spec.json", th_tmpdir());
+    FILE *f = fopen(tok, "w");
+    fputs("secret\n", f);
+    fclose(f);
+    f = fopen(spec, "w");
+    fputs(j, f);
+    fclose(f);
+    const char *kv[] = {"TERN_NAMESPACE", "ns", "TERN_SESSION", "s", "TERN_SESSION_UID", "u1",
+                        "TERN_TURN", "3", "TERN_ETCD_ENDPOINTS", "http://127.0.0.1:1",
+                        "TERN_SANDBOX_TOKEN_FILE", tok, "TERN_SESSION_SPEC_FILE", spec,
+                        "TERN_SANDBOX_ADDR", "127.0.0.1:2", NULL};
+    struct fenv fe = {kv};
+    struct runner_config c;
+    ASSERT_OK(runner_config_load(fake_getenv, &fe, &c, &e));
+    ASSERT_EQ_INT(c.turn, 3);
+    ASSERT_EQ_STR(c.sandbox_token, "secret");
+    ASSERT_EQ_STR(c.base_url, "https://api.openai.com/v1");
+    ASSERT_EQ_INT(c.lock_ttl_s, 10);
+    ASSERT_EQ_STR(c.spec.objective, "Do it");
+    runner_config_done(&c);
+
+    /* missing / malformed variables are configuration errors */
+    const char *kv2[] = {"TERN_NAMESPACE", "ns", NULL};
+    fe.kv = kv2;
+    ASSERT_EQ_INT(runner_config_load(fake_getenv, &fe, &c, &e), TERN_EINVALID);
+    ASSERT_CONTAINS(e.msg, "TERN_SESSION: required");
+    const char *kv3[] = {"TERN_NAMESPACE", "ns", "TERN_SESSION", "s", "TERN_SESSION_UID", "u2",
+                         "TERN_TURN", "3", "TERN_ETCD_ENDPOINTS", "http://127.0.0.1:1",
+                         "TERN_SANDBOX_TOKEN_FILE", tok, "TERN_SESSION_SPEC_FILE", spec,
+                         "TERN_SANDBOX_ADDR", "127.0.0.1:2", NULL};
+    fe.kv = kv3;
+    ASSERT_EQ_INT(runner_config_load(fake_getenv, &fe, &c, &e), TERN_EINVALID);
+    ASSERT_CONTAINS(e.msg, "differs");
+    const char *kv4[] = {"TERN_NAMESPACE", "ns", "TERN_SESSION", "s", "TERN_SESSION_UID", "u1",
+                         "TERN_TURN", "zero", "TERN_ETCD_ENDPOINTS", "x",
+                         "TERN_SANDBOX_TOKEN_FILE", tok, NULL};
+    fe.kv = kv4;
+    ASSERT_EQ_INT(runner_config_load(fake_getenv, &fe, &c, &e), TERN_EINVALID);
+    ASSERT_CONTAINS(e.msg, "TERN_TURN");
 }

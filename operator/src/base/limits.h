@@ -130,4 +130,7 @@
 #define TERN_KUBELET_MAX_VALUE       (1u << 20)  /* one expanded env value / downward file */
 #define TERN_KUBELET_MAX_KEY_FILE    4096        /* the service-account key file */
 
+/* yaml/yamljson */
+#define TERN_YAML_MAX_EXPANDED_BYTES (64u << 20) /* scalar+key bytes after alias expansion */
+
 #endif

@@ -8,6 +8,7 @@
 #include "base/mem.h"
 #include "base/num.h"
 #include "json/json.h"
+#include "spec/session_spec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,144 +43,73 @@ void runner_spec_done(struct runner_spec *s)
     memset(s, 0, sizeof *s);
 }
 
-/* An optional array of strings at obj.key. */
-static int str_array(const cJSON *obj, const char *path, const char *key, size_t max,
-                     char ***ret, size_t *ret_n, struct tern_err *err)
+static char **strv_dup(char *const *v, size_t n)
 {
-    const cJSON *a = NULL;
-    int rc = json_get_array(obj, path, key, JSON_OPTIONAL, &a, err);
-    if (rc || !a)
-        return rc;
-    size_t n = (size_t)cJSON_GetArraySize(a);
-    if (n > max)
-        return err_set(err, TERN_EINVALID, "%s.%s: at most %zu items", path, key, max);
-    char **v = n ? xcalloc(n, sizeof *v) : NULL;
-    size_t i = 0;
-    for (const cJSON *it = a->child; it; it = it->next, i++) {
-        if (!cJSON_IsString(it)) {
-            strv_free(v, i);
-            return err_set(err, TERN_EINVALID, "%s.%s[%zu]: must be a string", path, key, i);
-        }
-        v[i] = xstrdup(it->valuestring);
-    }
-    *ret = v;
-    *ret_n = n;
-    return 0;
-}
-
-static int opt_string(const cJSON *obj, const char *path, const char *key, char **ret,
-                      struct tern_err *err)
-{
-    const char *s = NULL;
-    int rc = json_get_string(obj, path, key, JSON_OPTIONAL, &s, err);
-    if (rc == 0 && s)
-        *ret = xstrdup(s);
-    return rc;
+    char **out = n ? xcalloc(n, sizeof *out) : NULL;
+    for (size_t i = 0; i < n; i++)
+        out[i] = xstrdup(v[i]);
+    return out;
 }
 
 int runner_spec_parse(const cJSON *obj, struct runner_spec *ret, struct tern_err *err)
 {
-    struct runner_spec s = {0};
-    const cJSON *spec = json_get(obj, "spec");
-    const char *path = "spec";
-    const cJSON *meta = json_get(obj, "metadata"), *o = NULL;
+    struct session_spec *ss = NULL;
+    cJSON *wrapped = NULL;
     int rc;
-    char **tools = NULL;
-    size_t ntools = 0;
 
-    if (!spec)
-        spec = obj;
-    if (!cJSON_IsObject(spec))
-        return err_set(err, TERN_EINVALID, "spec: must be an object");
-    if ((rc = opt_string(meta, "metadata", "uid", &s.uid, err)))
-        goto out;
-    const char *objective = NULL;
-    if ((rc = json_get_string(spec, path, "objective", JSON_REQUIRED, &objective, err)))
-        goto out;
-    s.objective = xstrdup(objective);
-
-    if ((rc = json_get_object(spec, path, "context", JSON_OPTIONAL, &o, err)))
-        goto out;
-    if (o && ((rc = opt_string(o, "spec.context", "text", &s.context_text, err)) ||
-              (rc = str_array(o, "spec.context", "references", 64, &s.references,
-                              &s.nreferences, err))))
-        goto out;
-    if ((rc = str_array(spec, path, "messages", 1024, &s.messages, &s.nmessages, err)))
-        goto out;
-
-    /* permissions (CRD defaults: all tools, default writable paths) */
-    s.tools = (1u << POLICY_NTOOLS) - 1;
-    o = NULL;
-    if ((rc = json_get_object(spec, path, "permissions", JSON_OPTIONAL, &o, err)))
-        goto out;
-    if (o) {
-        if ((rc = str_array(o, "spec.permissions", "tools", 16, &tools, &ntools, err)))
-            goto out;
-        if (tools) {
-            s.tools = 0;
-            for (size_t i = 0; i < ntools; i++) {
-                enum policy_tool t;
-                if (policy_tool_from_name(tools[i], &t) != 0) {
-                    rc = err_set(err, TERN_EINVALID, "spec.permissions.tools[%zu]: unknown tool",
-                                 i);
-                    goto out;
-                }
-                s.tools |= 1u << t;
-            }
-        }
-        if ((rc = str_array(o, "spec.permissions", "requiresApproval", TERN_POLICY_MAX_PATTERNS,
-                            &s.approval, &s.napproval, err)) ||
-            (rc = str_array(o, "spec.permissions", "writablePaths", TERN_POLICY_MAX_PATTERNS,
-                            &s.writable, &s.nwritable, err)))
-            goto out;
+    /* a bare spec object is accepted too: wrap it as an AgentSession */
+    if (cJSON_IsObject(obj) && !json_get(obj, "spec") && json_get(obj, "objective")) {
+        wrapped = cJSON_CreateObject();
+        cJSON_AddItemToObject(wrapped, "spec", json_dup(obj));
+        obj = wrapped;
     }
-    if (!s.writable) {
-        s.writable = xcalloc(2, sizeof *s.writable);
-        s.writable[0] = xstrdup("working/**");
-        s.writable[1] = xstrdup("output/**");
-        s.nwritable = 2;
+    rc = session_spec_parse(obj, &ss, err);
+    cJSON_Delete(wrapped);
+    if (rc)
+        return rc;
+
+    struct runner_spec s = {0};
+    s.objective = xstrdup(ss->objective);
+    s.context_text = ss->context.text ? xstrdup(ss->context.text) : NULL;
+    s.references = strv_dup(ss->context.references, ss->context.nreferences);
+    s.nreferences = ss->context.nreferences;
+    s.messages = strv_dup(ss->messages, ss->nmessages);
+    s.nmessages = ss->nmessages;
+    /* session_spec's tool bits are in enum policy_tool order */
+    for (int t = 0; t < POLICY_NTOOLS; t++)
+        if (ss->permissions.tools & session_tool_from_name(policy_tool_name((enum policy_tool)t)))
+            s.tools |= 1u << t;
+    s.approval = ss->permissions.napprovals
+                     ? xcalloc(ss->permissions.napprovals, sizeof *s.approval)
+                     : NULL;
+    for (size_t i = 0; i < ss->permissions.napprovals; i++) {
+        const struct session_approval_rule *r = &ss->permissions.approvals[i];
+        const char *name = session_tool_name(r->tool);
+        s.approval[s.napproval++] = xasprintf("%s:%s", name ? name : "?", r->glob);
     }
-
-    int64_t timeout_s = 3600;
-    s.limits = (struct policy_limits){.max_model_turns = 50, .max_tool_calls = 200,
-                                      .max_tokens = 2000000, .max_cost_micro_usd = 0};
-    o = NULL;
-    if ((rc = json_get_object(spec, path, "limits", JSON_OPTIONAL, &o, err)))
-        goto out;
-    if (o && ((rc = json_get_int_range(o, "spec.limits", "timeoutSeconds", JSON_OPTIONAL, 1,
-                                       2592000, &timeout_s, err)) ||
-              (rc = json_get_int_range(o, "spec.limits", "maxModelTurns", JSON_OPTIONAL, 1,
-                                       100000, &s.limits.max_model_turns, err)) ||
-              (rc = json_get_int_range(o, "spec.limits", "maxToolCalls", JSON_OPTIONAL, 1,
-                                       1000000, &s.limits.max_tool_calls, err)) ||
-              (rc = json_get_int_range(o, "spec.limits", "maxTokens", JSON_OPTIONAL, 1,
-                                       1000000000000LL, &s.limits.max_tokens, err)) ||
-              (rc = json_get_int_range(o, "spec.limits", "maxCostMicroUSD", JSON_OPTIONAL, 0,
-                                       1000000000000LL, &s.limits.max_cost_micro_usd, err))))
-        goto out;
-    s.limits.timeout_ms = timeout_s * 1000;
-
-    o = NULL;
-    if ((rc = json_get_object(spec, path, "model", JSON_OPTIONAL, &o, err)))
-        goto out;
-    if (o && ((rc = opt_string(o, "spec.model", "name", &s.model, err)) ||
-              (rc = opt_string(o, "spec.model", "baseURL", &s.base_url, err))))
-        goto out;
-    if (!s.model)
-        s.model = xstrdup("gpt-5.6-mini");
+    s.writable = strv_dup(ss->permissions.writable, ss->permissions.nwritable);
+    s.nwritable = ss->permissions.nwritable;
+    s.limits = (struct policy_limits){
+        .max_model_turns = ss->limits.max_model_turns,
+        .max_tool_calls = ss->limits.max_tool_calls,
+        .max_tokens = ss->limits.max_tokens,
+        .max_cost_micro_usd = ss->limits.max_cost_micro_usd,
+        .timeout_ms = ss->limits.timeout_seconds * 1000,
+    };
+    s.model = xstrdup(ss->model.name ? ss->model.name : "gpt-5.6-mini");
+    s.base_url = ss->model.base_url ? xstrdup(ss->model.base_url) : NULL;
+    s.uid = ss->uid ? xstrdup(ss->uid) : NULL;
+    session_spec_free(ss);
 
     struct policy_config pc;
     runner_spec_policy(&s, &pc);
     if ((rc = policy_config_validate(&pc, err))) {
         err_wrap(err, rc, "spec.permissions");
-        goto out;
+        runner_spec_done(&s);
+        return rc;
     }
     *ret = s;
-    s = (struct runner_spec){0};
-out:
-    strv_free(tools, ntools);
-    runner_spec_done(&s);
-    return rc;
+    return 0;
 }
 
 void runner_spec_policy(const struct runner_spec *s, struct policy_config *ret)
@@ -198,7 +128,7 @@ void runner_spec_policy(const struct runner_spec *s, struct policy_config *ret)
     };
 }
 
-static int read_small_file(const char *path, size_t max, char **ret, struct tern_err *err)
+int runner_read_file(const char *path, size_t max, char **ret, struct tern_err *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -386,7 +316,7 @@ int runner_config_load(const char *(*get)(void *ctx, const char *name), void *ct
                       &c.crash_after_appends, err)))
         goto out;
 
-    if ((rc = read_small_file(get(ctx, "TERN_SANDBOX_TOKEN_FILE"), 4096, &c.sandbox_token, err)))
+    if ((rc = runner_read_file(get(ctx, "TERN_SANDBOX_TOKEN_FILE"), 4096, &c.sandbox_token, err)))
         goto out;
     size_t tl = strlen(c.sandbox_token);
     while (tl > 0 && (c.sandbox_token[tl - 1] == '\n' || c.sandbox_token[tl - 1] == '\r' ||
@@ -410,7 +340,7 @@ int runner_config_load(const char *(*get)(void *ctx, const char *name), void *ct
         rc = err_set(err, TERN_EINVALID, "TERN_SANDBOX_ADDR: required with TERN_SESSION_SPEC_FILE");
         goto out;
     }
-    if ((rc = read_small_file(c.spec_file, SPEC_MAX_BYTES, &text, err)))
+    if ((rc = runner_read_file(c.spec_file, SPEC_MAX_BYTES, &text, err)))
         goto out;
     if ((rc = json_parse(text, strlen(text), &j, err))) {
         rc = err_wrap(err, TERN_EINVALID, "%s", c.spec_file);

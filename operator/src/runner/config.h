@@ -71,10 +71,16 @@ int runner_config_load(const char *(*getenv_fn)(void *ctx, const char *name), vo
                        struct runner_config *ret, struct tern_err *err);
 void runner_config_done(struct runner_config *c);
 
-/* Parses an AgentSession (or a bare spec object) into *ret. Pure. Returns 0,
- * or TERN_EINVALID with the field path. */
+/* Parses an AgentSession (or a bare spec object) into *ret with
+ * spec/session_spec (the CRD's validation and defaults), then checks the
+ * patterns with policy_config_validate. Pure. Returns 0, or TERN_EINVALID
+ * with the field path. */
 int runner_spec_parse(const cJSON *obj, struct runner_spec *ret, struct tern_err *err);
 void runner_spec_done(struct runner_spec *s);
+
+/* Reads a whole file of at most max bytes (NUL-terminated, owned). Returns
+ * 0, or TERN_EINVALID naming the file and the reason. */
+int runner_read_file(const char *path, size_t max, char **ret, struct tern_err *err);
 
 /* The policy view of a spec (strings borrowed from spec). The exec timeout
  * bound is the session's timeoutSeconds, capped at one hour. */

@@ -16,13 +16,11 @@
 #include "runner/sbx.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 struct turn {
     const struct runner_config *cfg;
@@ -40,6 +38,7 @@ struct turn {
     struct model_client *model;
     struct sbx *sbx;
     struct price_table prices;
+    struct tern_err fold_err; /* why the replay fold stopped, if it did */
     char *system_prompt;   /* built on the first model call */
     char *first_user;
 };
@@ -85,11 +84,11 @@ static int fold(struct turn *t, uint64_t seq, const char *type, int64_t turn, co
 static int on_event(void *ctx, const struct journal_event *ev)
 {
     struct turn *t = ctx;
-    struct tern_err e = {0};
     t->st.replayed++;
     if (t->st.replayed > TERN_RUNNER_MAX_EVENTS)
-        return TERN_ETOOLARGE;
-    return fold(t, ev->seq, ev->type_name, ev->turn, ev->key, ev->data, ev->time, &e);
+        return err_set(&t->fold_err, TERN_ETOOLARGE, "more than %u events to replay",
+                       TERN_RUNNER_MAX_EVENTS);
+    return fold(t, ev->seq, ev->type_name, ev->turn, ev->key, ev->data, ev->time, &t->fold_err);
 }
 
 /* Replays until the fold has caught up with the handle's summary (another
@@ -99,6 +98,11 @@ static int replay_all(struct turn *t, struct tern_err *err)
     int64_t t0 = mono_ms();
     for (int round = 0; round < 5; round++) {
         int rc = journal_replay(t->j, t->s.last_seq + 1, on_event, t, NULL, err);
+        if (rc && t->fold_err.code) {
+            if (err)
+                *err = t->fold_err;
+            return t->fold_err.code;
+        }
         if (rc)
             return err_wrap(err, rc, "journal replay");
         const struct journal_summary *sum = journal_summary(t->j);
@@ -309,13 +313,14 @@ static int do_model_call(struct turn *t, struct tern_err *err)
                              .tool_choice = t->ndefs ? "auto" : NULL,
                              .parallel_tool_calls = false};
     char *body = NULL;
-    int rc = chat_build_request(&c, t->defs, t->ndefs, &o, &body, err);
+    struct tern_err berr = {0};
+    int rc = chat_build_request(&c, t->defs, t->ndefs, &o, &body, &berr);
     chat_conv_done(&c);
     if (rc) {
         /* cannot happen for a journal we wrote; say so and end the turn */
         cJSON *d = obj();
         json_add_string(d, "phase", "model_request");
-        json_add_string(d, "message", err->msg);
+        json_add_string(d, "message", berr.msg);
         if ((rc = append(t, "error", NULL, d, err)))
             return rc;
         cJSON *f = obj();
@@ -494,25 +499,13 @@ static int perform(struct turn *t, struct plan *p, struct tern_err *err)
 
 static int load_prices(struct turn *t, struct tern_err *err)
 {
+    char *text = NULL;
     if (!t->cfg->prices_file)
         return 0;
-    int fd = open(t->cfg->prices_file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return err_set(err, TERN_EINVALID, "%s: %s", t->cfg->prices_file, strerror(errno));
-    struct buf b;
-    buf_init(&b, 1u << 20);
-    char chunk[8192];
-    ssize_t n;
-    int rc = 0;
-    while ((n = read(fd, chunk, sizeof chunk)) > 0)
-        if (buf_append(&b, chunk, (size_t)n)) {
-            rc = err_set(err, TERN_EINVALID, "%s: too large", t->cfg->prices_file);
-            break;
-        }
-    close(fd);
-    if (!rc && (rc = price_table_parse(buf_str(&b), b.len, &t->prices, err)))
+    int rc = runner_read_file(t->cfg->prices_file, 1u << 20, &text, err);
+    if (rc == 0 && (rc = price_table_parse(text, strlen(text), &t->prices, err)))
         rc = err_wrap(err, TERN_EINVALID, "%s", t->cfg->prices_file);
-    buf_done(&b);
+    free(text);
     return rc;
 }
 
