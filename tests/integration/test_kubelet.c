@@ -598,7 +598,7 @@ TEST_T(network_policy_without_egress_isolates_the_pod, 60)
     create(&e, "networking.k8s.io/v1/networkpolicies",
            "{\"apiVersion\":\"networking.k8s.io/v1\",\"kind\":\"NetworkPolicy\",\"metadata\":{"
            "\"name\":\"deny\"},\"spec\":{\"podSelector\":{\"matchLabels\":{\"app\":\"closed\"}},"
-           "\"policyTypes\":[\"Egress\"]}}");
+           "\"policyTypes\":[\"Ingress\",\"Egress\"]}}");
     char *cmd = xasprintf("import socket\\ntry:\\n socket.create_connection(('127.0.0.1', %d), 2)"
                           "\\n print('connected')\\nexcept OSError as e:\\n print('refused')",
                           port);

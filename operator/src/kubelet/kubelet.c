@@ -679,13 +679,21 @@ static bool isolated(struct kubelet *k, const cJSON *pod)
         const cJSON *sel = kobj_at(np, "spec.podSelector");
         if (sel && !kobj_selector_matches(sel, kobj_at(pod, "metadata.labels")))
             continue;
-        bool egress = false;
+        bool egress = false, ingress = false;
         const cJSON *t;
         cJSON_ArrayForEach(t, kobj_at(np, "spec.policyTypes"))
         {
             egress |= cJSON_IsString(t) && strcmp(t->valuestring, "Egress") == 0;
+            ingress |= cJSON_IsString(t) && strcmp(t->valuestring, "Ingress") == 0;
         }
-        if (egress && cJSON_GetArraySize(kobj_at(np, "spec.egress")) == 0)
+        /* A network namespace of its own cuts the pod off in both directions
+         * (pods share the host's loopback otherwise), so it is only used when
+         * the policy allows neither egress nor ingress. A pod that denies
+         * egress but admits some ingress (tern's sandbox: only its runners
+         * may connect) stays reachable; its egress is not enforced here
+         * (docs/tern-dev-kubelet.md). */
+        if (egress && cJSON_GetArraySize(kobj_at(np, "spec.egress")) == 0 && ingress &&
+            cJSON_GetArraySize(kobj_at(np, "spec.ingress")) == 0)
             return true;
     }
     return false;
