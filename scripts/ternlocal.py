@@ -226,6 +226,17 @@ class Local:
                                                      r.stderr.strip()))
         return r.stdout
 
+    def tern(self, *args, check=True):
+        """kubectl tern ... (kubectl finds the plugin on PATH)."""
+        env = dict(os.environ, HOME=self.home, KUBECONFIG=self.kubeconfig,
+                   PATH=BIN + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+        r = subprocess.run([KUBECTL, "tern", *args], capture_output=True, text=True, env=env,
+                           timeout=60)
+        if check and r.returncode != 0:
+            raise Failed("kubectl tern %s: exit %d: %s" % (" ".join(args), r.returncode,
+                                                          r.stderr.strip()))
+        return r.stdout
+
     def get_json(self, *args):
         return json.loads(self.kubectl("get", *args, "-o", "json"))
 

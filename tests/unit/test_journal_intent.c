@@ -27,7 +27,7 @@ TEST(intent_follows_messages_decisions_and_turn_starts)
     fold(&s, 2, JOURNAL_EV_TURN_STARTED, 1, "{}");
     ASSERT_FALSE(s.intent);
     fold(&s, 3, JOURNAL_EV_APPROVAL_REQUESTED, 1, "{\"id\":\"ap-1\",\"tool\":\"exec_command\"}");
-    fold(&s, 4, JOURNAL_EV_TURN_FINISHED, 1, "{\"outcome\":\"approval\"}");
+    fold(&s, 4, JOURNAL_EV_TURN_FINISHED, 1, "{\"outcome\":\"approval_requested\"}");
     ASSERT_FALSE(s.intent);
     ASSERT_EQ_STR(s.pending.id, "ap-1");
     fold(&s, 5, JOURNAL_EV_APPROVAL_DECIDED, 1, "{\"id\":\"ap-1\",\"decision\":\"approved\"}");
@@ -36,7 +36,7 @@ TEST(intent_follows_messages_decisions_and_turn_starts)
     ASSERT_EQ_STR(s.last_decided, "ap-1");
     fold(&s, 6, JOURNAL_EV_TURN_STARTED, 2, "{}");
     fold(&s, 7, JOURNAL_EV_TURN_FINISHED, 2,
-         "{\"outcome\":\"completed\",\"summary\":\"done\",\"artifacts\":[\"output/a.md\"]}");
+         "{\"outcome\":\"completed\",\"result\":{\"summary\":\"done\",\"artifacts\":[\"output/a.md\"]}}");
     ASSERT_EQ_STR(s.result, "done");
     ASSERT_EQ_INT(cJSON_GetArraySize(s.artifacts), 1);
 

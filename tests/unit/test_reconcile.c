@@ -4,6 +4,7 @@
 #include "base/mem.h"
 #include "controller/conditions.h"
 #include "controller/reconcile.h"
+#include "journal/journal.h"
 #include "json/json.h"
 #include "yaml/yamljson.h"
 
@@ -183,7 +184,7 @@ static void waiting_for(struct reconcile_input *in, const char *id)
     in->journal.last_seq = 9;
     in->journal.turn = 1;
     in->journal.messages = 1;
-    in->journal.outcome = "approval";
+    in->journal.outcome = JOURNAL_OUTCOME_APPROVAL;
     in->journal.pending_id = id;
     in->journal.pending_tool = "exec_command";
     in->journal.pending_summary = "git push origin fix";

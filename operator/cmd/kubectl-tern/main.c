@@ -356,20 +356,23 @@ static int print_event(void *ctx, const struct journal_event *ev)
     switch (ev->type) {
     case JOURNAL_EV_USER_MESSAGE: buf_printf(&b, "user: %s", S("text")); break;
     case JOURNAL_EV_MODEL_RESPONSE: {
-        const cJSON *msg = json_get(d, "message");
-        const cJSON *content = json_get(msg ? msg : d, "content");
-        buf_printf(&b, "model: %s", cJSON_IsString(content) ? content->valuestring : "");
+        buf_printf(&b, "model: %s", S("content"));
         const cJSON *tc;
-        cJSON_ArrayForEach(tc, json_get(msg ? msg : d, "tool_calls"))
+        cJSON_ArrayForEach(tc, json_get(d, "toolCalls"))
         {
-            const cJSON *fn = json_get(tc, "function");
-            buf_printf(&b, " [call %s %s]", str_at(fn, "name", NULL) ? str_at(fn, "name", NULL) : "?",
-                       str_at(fn, "arguments", NULL) ? str_at(fn, "arguments", NULL) : "");
+            buf_printf(&b, " [%s %s]", str_or(tc, "name"), str_or(tc, "arguments"));
         }
+        if (*S("refusal"))
+            buf_printf(&b, " (refusal: %s)", S("refusal"));
         break;
     }
-    case JOURNAL_EV_TOOL_CALL: buf_printf(&b, "tool call %s %s", S("name"), S("id")); break;
-    case JOURNAL_EV_TOOL_RESULT: buf_printf(&b, "tool result %s: %s", S("id"), S("status")); break;
+    case JOURNAL_EV_TOOL_CALL:
+        buf_printf(&b, "tool call %s %s %s", S("callId"), S("tool"), S("arguments"));
+        break;
+    case JOURNAL_EV_TOOL_RESULT:
+        buf_printf(&b, "tool result %s %s: %s%s", S("callId"), S("tool"), S("status"),
+                   cJSON_IsTrue(json_get(d, "replayed")) ? " (replayed)" : "");
+        break;
     case JOURNAL_EV_APPROVAL_REQUESTED:
         buf_printf(&b, "approval requested %s: %s", S("id"), S("summary"));
         break;
@@ -377,7 +380,8 @@ static int print_event(void *ctx, const struct journal_event *ev)
         buf_printf(&b, "approval %s %s by %s", S("id"), S("decision"), S("decidedBy"));
         break;
     case JOURNAL_EV_TURN_FINISHED:
-        buf_printf(&b, "turn finished: %s %s", S("outcome"), S("summary"));
+        buf_printf(&b, "turn finished: %s %s%s", S("outcome"), S("reason"),
+                   str_or(json_get(d, "result"), "summary"));
         break;
     default: {
         char *txt = json_print(d);

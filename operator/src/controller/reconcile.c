@@ -4,6 +4,7 @@
 
 #include "base/mem.h"
 #include "controller/conditions.h"
+#include "journal/journal.h"
 #include "json/json.h"
 #include "sandbox/sandbox_contract.h"
 
@@ -264,7 +265,8 @@ static void decide_fork(const struct reconcile_input *in, struct reconcile_outpu
 
 static bool terminal_outcome(const char *o)
 {
-    return streq(o, "limit") || streq(o, "error");
+    return streq(o, JOURNAL_OUTCOME_LIMIT) || streq(o, JOURNAL_OUTCOME_ERROR) ||
+           streq(o, JOURNAL_OUTCOME_REFUSED);
 }
 
 void reconcile_decide(const struct reconcile_input *in, struct reconcile_output *out)
@@ -297,7 +299,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     if (in->job.exists && (in->job.complete || in->job.failed) && in->job.turn >= j->turn &&
         !j->outcome && j->turn > 0) {
         cJSON *d = cJSON_CreateObject();
-        json_add_string(d, "outcome", "error");
+        json_add_string(d, "outcome", JOURNAL_OUTCOME_ERROR);
         json_add_string(d, "reason", in->job.failed ? "JobFailed" : "RunnerExitedEarly");
         char *msg = xasprintf("turn Job %s-t%lld %s%s%s", s->name, (long long)in->job.turn,
                               in->job.failed ? "failed" : "completed without finishing the turn",
@@ -373,7 +375,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
                 free(note);
                 if (fail) {
                     cJSON *f = cJSON_CreateObject();
-                    json_add_string(f, "outcome", "error");
+                    json_add_string(f, "outcome", JOURNAL_OUTCOME_ERROR);
                     json_add_string(f, "reason", "ApprovalTimeout");
                     char *k2 = xasprintf("turn/%lld/approval-timeout", (long long)j->turn);
                     append(out, "turn_finished", j->turn, k2, f);
@@ -398,7 +400,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         journal_moving = true;
     }
 
-    bool limit = streq(j->outcome, "limit");
+    bool limit = streq(j->outcome, JOURNAL_OUTCOME_LIMIT);
     bool failed = terminal_outcome(j->outcome);
     bool want_turn = !failed && !s->suspend && !j->pending_id && !running && forked &&
                      in->forks_copying == 0 && (j->intent_pending || new_intent);
@@ -470,7 +472,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             event(out, "Normal", "ForkReady", "journal and workspace copied from the parent");
         } else if (in->copy_job.exists && in->copy_job.failed) {
             cJSON *d = cJSON_CreateObject();
-            json_add_string(d, "outcome", "error");
+            json_add_string(d, "outcome", JOURNAL_OUTCOME_ERROR);
             json_add_string(d, "reason", "ForkCopyFailed");
             append(out, "turn_finished", j->turn, "fork/copy-failed", d);
             event(out, "Warning", "ForkCopyFailed", "the workspace copy Job failed");
@@ -512,7 +514,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         phase = "Suspended";
     else if (want_turn || journal_moving)
         phase = j->last_seq == 0 && !in->pod.exists ? "Pending" : "Provisioning";
-    else if (streq(j->outcome, "completed"))
+    else if (streq(j->outcome, JOURNAL_OUTCOME_COMPLETED))
         phase = "Succeeded";
     else
         phase = "Pending";
@@ -525,7 +527,9 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     if (!forked && !failed)
         ready_reason = "Forking";
     set_cond(st, in, "Ready", ok && strcmp(phase, "Pending") && strcmp(phase, "Provisioning"),
-             failed ? (limit ? "BudgetExhausted" : "TurnFailed") : ready_reason,
+             failed ? (limit ? "BudgetExhausted"
+                       : streq(j->outcome, JOURNAL_OUTCOME_REFUSED) ? "Refused" : "TurnFailed")
+                    : ready_reason,
              failed ? "the session failed"
                     : (!forked ? "copying the parent's journal and workspace" : ""));
     set_cond(st, in, "SandboxReady", sandbox_ready, sandbox_ready ? "PodReady" : "NoSandbox",

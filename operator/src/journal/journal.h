@@ -57,6 +57,15 @@
 
 #define JOURNAL_SCHEMA_VERSION 1
 
+/* turn_finished data.outcome: why a turn ended (written by the runner, and
+ * by the operator for turns whose Job ended without saying). A completed
+ * turn carries data.result {summary, artifacts}. */
+#define JOURNAL_OUTCOME_COMPLETED "completed"
+#define JOURNAL_OUTCOME_APPROVAL  "approval_requested"
+#define JOURNAL_OUTCOME_LIMIT     "limit_reached"
+#define JOURNAL_OUTCOME_REFUSED   "refused"
+#define JOURNAL_OUTCOME_ERROR     "error"
+
 enum journal_type {
     JOURNAL_EV_UNKNOWN = 0, /* a type this build does not know: kept, not folded */
     JOURNAL_EV_USER_MESSAGE,
@@ -153,7 +162,7 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
  * pending cleared, last_decided = data.id; user_message and approval_decided
  * -> intent = true; turn_started -> outcome cleared, intent = false;
  * turn_finished -> outcome = data.outcome (and result/artifacts from
- * data.summary/data.artifacts when the outcome is "completed"); snapshot -> s replaced by data.summary. Returns 0, or
+ * data.result {summary, artifacts} when the outcome is completed); snapshot -> s replaced by data.summary. Returns 0, or
  * TERN_EINVALID if ev.seq is not s->last_seq + 1 (a gap or a repeat; the
  * first event of a replay that starts at a snapshot is exempt). */
 int journal_summary_apply(struct journal_summary *s, const struct journal_event *ev);

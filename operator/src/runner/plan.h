@@ -12,6 +12,7 @@
 #ifndef TERN_RUNNER_PLAN_H
 #define TERN_RUNNER_PLAN_H
 
+#include "journal/journal.h"
 #include "policy/policy.h"
 #include "runner/replay.h"
 
@@ -58,11 +59,11 @@ struct plan {
 };
 
 /* Outcomes journaled in turn_finished{outcome}. */
-#define PLAN_OUTCOME_COMPLETED "completed"
-#define PLAN_OUTCOME_APPROVAL "approval_requested"
-#define PLAN_OUTCOME_LIMIT "limit_reached"
-#define PLAN_OUTCOME_REFUSED "refused"
-#define PLAN_OUTCOME_ERROR "error"
+#define PLAN_OUTCOME_COMPLETED JOURNAL_OUTCOME_COMPLETED
+#define PLAN_OUTCOME_APPROVAL JOURNAL_OUTCOME_APPROVAL
+#define PLAN_OUTCOME_LIMIT JOURNAL_OUTCOME_LIMIT
+#define PLAN_OUTCOME_REFUSED JOURNAL_OUTCOME_REFUSED
+#define PLAN_OUTCOME_ERROR JOURNAL_OUTCOME_ERROR
 
 /* Decides the next action. Always succeeds (*ret filled; release with
  * plan_done). */
