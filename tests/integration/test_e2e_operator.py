@@ -135,8 +135,11 @@ def scenario_wrong_approval_id(t):
     s = t.session("wrongid")
     eq(phase(s), "WaitingForApproval", "still waiting")
     eq([e for e in events(t, "wrongid") if e["type"] == "approval_decided"], [], "no decision")
-    evs = t.kubectl("get", "events", "-o", "json")
-    contains(evs, "ApprovalRejected", "warning event")
+    # the operator writes events.k8s.io/v1 Events (the recorder aggregates
+    # repeats); read them through that API
+    evs = wait_for("the Warning event", lambda: (lambda o: o if "ApprovalRejected" in o else None)(
+        t.kubectl("get", "events.v1.events.k8s.io", "-o", "json")), 30)
+    contains(evs, "Warning", "event type")
 
 
 def scenario_approval_timeout(t):
