@@ -211,7 +211,8 @@ class Local:
             p.stop(sig)
 
     def stop_all(self):
-        for name in ["tern-operator-2", "tern-operator", "tern-fakellm", "tern-dev", "etcd"]:
+        for name in ["op-a", "op-b", "tern-operator", "tern-fakellm", "model-slow", "model-fast",
+                     "tern-dev", "etcd"]:
             self.stop(name)
         for name in list(self.procs):
             self.stop(name)
