@@ -119,6 +119,7 @@ valgrind: all
 
 bench: all
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
+	@for p in bench/*/*.py; do echo "== $$p"; /usr/bin/python3 $$p || exit 1; done
 
 demo: deps all
 	@scripts/demo

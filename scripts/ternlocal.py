@@ -194,7 +194,7 @@ class Local:
         return p
 
     def apply_runner_rbac(self, ns="default"):
-        self.kubectl("apply", "-n", ns, "-f", os.path.join(ROOT, "examples", "runner-rbac.yaml"))
+        self.kubectl("apply", "-n", ns, "-f", os.path.join(ROOT, "deploy", "runner-rbac.yaml"))
 
     def start_all(self, script=None):
         self.start_etcd()

@@ -68,7 +68,7 @@ spec: {selector: {app: fake-model}, ports: [{port: 8000}]}
 YAML
 kubectl rollout status deploy/fake-model --timeout=120s
 kubectl create secret generic demo-model --from-literal=api-key=not-a-real-key
-kubectl apply -f examples/runner-rbac.yaml
+kubectl apply -f deploy/runner-rbac.yaml
 
 echo "== the demo session"
 sed "s#http://127.0.0.1:0/v1#http://fake-model.default.svc:8000/v1#" examples/demo.yaml | kubectl apply -f -

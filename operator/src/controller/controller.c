@@ -436,6 +436,9 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
     for (size_t i = 0; i < out->nactions && !r; i++) {
         const struct reconcile_action *a = &out->actions[i];
         struct kclient_err ke = {0};
+        if (c->cfg.metrics && a->kind != RA_EVENT && a->kind != RA_JOURNAL_APPEND &&
+            a->kind != RA_DELETE_JOURNAL && a->kind != RA_COPY_JOURNAL)
+            metrics_add(c->cfg.metrics, "tern_api_writes_total", "", 1);
         switch (a->kind) {
         case RA_ADD_FINALIZER:
         case RA_REMOVE_FINALIZER: {
@@ -527,8 +530,10 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
             r = kclient_update_status(kc, &gvrs[W_SESSIONS], ns, obj, NULL, &ke);
             if (r)
                 err_set(err, r, "update status of %s/%s: %s", ns, name, ke.e.msg);
-            else if (c->cfg.metrics)
+            else if (c->cfg.metrics) {
                 metrics_add(c->cfg.metrics, "tern_status_writes_total", "", 1);
+                metrics_add(c->cfg.metrics, "tern_api_writes_total", "", 1);
+            }
             cJSON_Delete(obj);
         }
     }
@@ -797,6 +802,9 @@ int controller_new(const struct controller_config *cfg, struct controller **ret,
                         "Time of one reconcile.", NULL, 0);
         metrics_declare(m, "tern_status_writes_total", METRICS_COUNTER,
                         "Status updates written (none when nothing changed).", NULL, 0);
+        metrics_declare(m, "tern_api_writes_total", METRICS_COUNTER,
+                        "Kubernetes API writes (creates, deletes, patches, status updates).",
+                        NULL, 0);
         metrics_declare(m, "tern_sessions", METRICS_GAUGE, "Sessions by phase.", NULL, 0);
         metrics_declare(m, "tern_approvals_waiting", METRICS_GAUGE,
                         "Sessions waiting for an approval.", NULL, 0);
