@@ -633,11 +633,13 @@ static struct kpod *new_kpod(struct kubelet *k, const cJSON *pod, int64_t now_ms
             const cJSON *lt = kobj_at(st, "lastState.terminated");
             if (lt) {
                 c->ps.has_last = true;
+                const char *lr = kobj_str(lt, "reason");
                 set_term(&c->ps.last, c->lmsg, sizeof c->lmsg, (int)kobj_int(lt, "exitCode", 0),
-                         kobj_str(lt, "reason") ? "Error" : "Error", kobj_str(lt, "message"),
-                         kobj_time(lt, "startedAt", 0), kobj_time(lt, "finishedAt", 0));
-                if (kobj_str(lt, "reason") && !strcmp(kobj_str(lt, "reason"), "Completed"))
-                    c->ps.last.reason = "Completed";
+                         lr && !strcmp(lr, "Completed")   ? "Completed"
+                         : lr && !strcmp(lr, "OOMKilled") ? "OOMKilled"
+                                                          : "Error",
+                         kobj_str(lt, "message"), kobj_time(lt, "startedAt", 0),
+                         kobj_time(lt, "finishedAt", 0));
             }
             const cJSON *t = kobj_at(st, "state.terminated");
             if (t) {
