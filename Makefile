@@ -79,10 +79,13 @@ $(O)/tests/replay/%: $(O)/tests/fuzz/%.o $(O)/tests/fuzz/replay_main.o $(LIB)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(O)/bench/%: $$(addsuffix .o,$$(basename $$(addprefix $(O)/,$$(wildcard bench/$$*/*.c)))) $(SUPPORT_OBJS) $(LIB)
+# bench sources are compiled in the link step: their objects would live in
+# $(O)/bench/<name>/, which is the binary's own path ("%" is not replaced
+# inside $(wildcard) during secondary expansion, hence $$*)
+$(O)/bench/%: $$(wildcard bench/$$*/*.c) $(SUPPORT_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
-	@$(if $(V),,echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@$(if $(V),,echo "  CC+LD   $@")
+	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 asan:
 	$(MAKE) O=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all

@@ -2,10 +2,11 @@
  * decoder, the rest is the input: URL path, label selector, field selector,
  * a JSON body applied as merge / JSON / strategic patch to a fixed object,
  * a body pruned, defaulted and validated against a structural schema, a
- * YAML body, a CRD body through CRD validation. Nothing may crash or leak;
+ * YAML body, a CRD body through CRD validation, a protobuf body. Nothing may crash or leak;
  * patch results must be JSON objects or errors. */
 #include "apiserver/apicrd.h"
 #include "apiserver/apipatch.h"
+#include "apiserver/apiproto.h"
 #include "apiserver/apirest.h"
 #include "apiserver/apischema.h"
 #include "apiserver/apiselector.h"
@@ -45,9 +46,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || size > (1u << 20))
         return 0;
-    unsigned mode = data[0] % 9;
-    char *in = xstrndup((const char *)data + 1, size - 1);
+    unsigned mode = data[0] % 10;
     size_t n = size - 1;
+    char *in = xmalloc(n + 1); /* NUL-terminated copy; may hold NULs */
+    memcpy(in, data + 1, n);
+    in[n] = 0;
     struct tern_err e = {0};
     switch (mode) {
     case 0: {
@@ -115,6 +118,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         apischema_paths_done(&pruned);
         cJSON_Delete(schema);
         cJSON_Delete(o);
+        break;
+    }
+    case 9: {
+        cJSON *o = NULL;
+        if (apiproto_decode(in, n, &o, &e) == 0)
+            cJSON_Delete(o);
         break;
     }
     case 8: {

@@ -67,14 +67,27 @@ class TernDev:
             return ""
 
     def stop(self, sig=signal.SIGTERM):
+        """Stops tern-dev; returns its exit status (None if it was not running)."""
+        rc = None
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
-                self.proc.wait(timeout=20)
+                rc = self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+                rc = "killed after SIGTERM timeout"
+        elif self.proc:
+            rc = "exited early with %r" % self.proc.returncode
         self.proc = None
+        return rc
+
+    def check_clean_stop(self):
+        """SIGTERM ends tern-dev with status 0 and no sanitizer report."""
+        rc = self.stop()
+        err = self.stderr()
+        if rc != 0 or "Sanitizer" in err or "runtime error" in err:
+            raise AssertionError("unclean stop: status %r; stderr tail: %s" % (rc, err[-3000:]))
 
     def cleanup(self):
         self.stop()

@@ -157,7 +157,11 @@ def main():
         code, j, _ = raw.req("POST", CM, "")
         eq(code, 400, "empty body")
         code, j, _ = raw.req("POST", CM, b"\x0a\x02v1", ctype="application/vnd.kubernetes.protobuf")
-        eq(code, 415, "protobuf body")
+        eq(code, 400, "protobuf body without the envelope")
+        job = b"k8s\x00\x0a\x0f\x0a\x08batch/v1\x12\x03Job\x12\x00"
+        code, j, _ = raw.req("POST", "/apis/batch/v1/namespaces/default/jobs", job,
+                             ctype="application/vnd.kubernetes.protobuf")
+        eq(code, 415, "protobuf Job body")
         status_of(415, j, "UnsupportedMediaType")
         code, j, _ = raw.req("POST", CM, '"just a string"')
         eq(code, 400, "non-object body")
@@ -177,6 +181,15 @@ def main():
         eq(code, 201, "generateName")
         eq(j["metadata"]["name"].startswith("gen-") and len(j["metadata"]["name"]) == 9, True,
            "generated name")
+        code, j, _ = raw.req("POST", CM, cm("badkey", data={"bad key": "v"}))
+        eq(code, 422, "bad configmap key")
+        eq(j["details"]["causes"][0]["field"], "data[bad key]", "key field path")
+        code, j, _ = raw.req("POST", "/api/v1/namespaces/default/pods",
+                             {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nopod"},
+                              "spec": {"containers": [{"name": "c"}, {"name": "c", "image": "x"}]}})
+        eq(code, 422, "invalid pod")
+        contains(j["message"], "spec.containers[0].image: Required value")
+        contains(j["message"], 'spec.containers[1].name: Duplicate value: "c"')
         code, j, _ = raw.req("POST", CM, cm("lbl", metadata={"name": "lbl", "labels": {"a": "b c"}}))
         eq(code, 422, "bad label value")
         code, j, _ = raw.req("POST", CM + "?fieldValidation=Strict", cm("unk", bogus=1))
@@ -208,6 +221,9 @@ def main():
         eq(code, 400, "malformed merge patch")
         code, j, _ = raw.req("PATCH", CM + "/nope", '{}', ctype="application/merge-patch+json")
         eq(code, 404, "patch of a missing object")
+        code, j, _ = raw.req("DELETE", CM + "/unk", {"propagationPolicy": "Sideways"})
+        eq(code, 422, "bad propagationPolicy")
+        contains(j["message"], 'propagationPolicy: Unsupported value: "Sideways"')
         code, j, _ = raw.req("DELETE", CM + "/unk", {"preconditions": {"uid": "not-it"}})
         eq(code, 409, "delete precondition")
         contains(j["message"], "Precondition failed: UID in precondition: not-it")
@@ -353,6 +369,18 @@ def main():
         contains(ev["object"]["message"], "too old resource version: 1")
         c.close()
 
+    def t_watch_object_path():
+        raw.req("POST", CM, cm("one"))
+        raw.req("POST", CM, cm("two"))
+        c = raw.conn()
+        c.request("GET", CM + "/one?watch=true&timeoutSeconds=2",
+                  headers={"Authorization": "Bearer " + raw.token})
+        resp = c.getresponse()
+        evs = [json.loads(l) for l in resp.read().decode().splitlines() if l.strip()]
+        c.close()
+        eq([(e["type"], e["object"]["metadata"]["name"]) for e in evs], [("ADDED", "one")],
+           "watch on an object path")
+
     def t_timeout_seconds():
         t0 = time.time()
         c = raw.conn()
@@ -396,13 +424,10 @@ def main():
     s.run("etcd compaction under a watch", t_compaction_under_watch)
     s.run("watch from an expired resourceVersion", t_expired_watch_event)
     s.run("watch timeoutSeconds", t_timeout_seconds)
+    s.run("watch on an object path", t_watch_object_path)
     s.run("SIGTERM stops tern-dev and its etcd", t_sigterm_stops_own_etcd)
-    alive = td.proc and td.proc.poll() is None
-    td.stop()
+    s.run("clean SIGTERM stop", td.check_clean_stop)
     etcd.stop()
-    if not alive:
-        s.failed += 1
-        print("FAIL tern-dev died during the suite")
     shutil.rmtree(tmp, ignore_errors=True)
     s.finish()
 

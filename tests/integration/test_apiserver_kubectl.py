@@ -60,6 +60,24 @@ spec:
     - {containerPort: 8080}
 """
 
+DEPLOY = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d1}
+spec:
+  selector: {matchLabels: {app: d1}}
+  template:
+    metadata: {labels: {app: d1}}
+    spec:
+      containers:
+      - name: main
+        image: busybox:1.36
+        env:
+        - {name: A, value: "%s"}
+        - {name: B, value: "b"}
+        ports:
+        - {containerPort: 8080}
+"""
+
 JOB = """apiVersion: batch/v1
 kind: Job
 metadata: {name: j1}
@@ -263,19 +281,39 @@ spec:
         _, out, _ = k("get", "jobs")
         eq(out.splitlines()[0].split(), ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"],
            "job columns")
-        # kubectl apply of a changed pod: strategic merge with $setElementOrder
-        _, out, _ = k("apply", "-f", write("pod.yaml", POD % "2"))
-        contains(out, "pod/p1 configured")
-        _, out, _ = k("get", "pod", "p1", "-o", "jsonpath={.spec.containers[0].env}")
-        eq(json.loads(out), [{"name": "A", "value": "2"}, {"name": "B", "value": "b"}], "env merged")
+        # a pod's spec is immutable but for images (ValidatePodUpdate)
+        rc, _, err = k("apply", "-f", write("pod.yaml", POD % "2"), check=False)
+        eq(rc != 0, True, "pod env change accepted")
+        contains(err, "pod updates may not change fields other than `spec.containers[*].image`")
         k("patch", "pod", "p1", "-p", '{"spec":{"containers":[{"name":"main","image":"busybox:1.37"}]}}')
-        k("patch", "pod", "p1", "-p", '{"spec":{"containers":[{"name":"main","env":[{"name":"B","$patch":"delete"}]}]}}')
         _, out, _ = k("get", "pod", "p1", "-o", "json")
         c = json.loads(out)["spec"]["containers"]
         eq(len(c), 1, "keyed merge kept one container")
         eq(c[0]["image"], "busybox:1.37", "strategic patch image")
-        eq(c[0]["env"], [{"name": "A", "value": "2"}], "$patch: delete")
+        eq(c[0]["env"], [{"name": "A", "value": "1"}, {"name": "B", "value": "b"}], "env kept")
         eq(c[0]["ports"], [{"containerPort": 8080, "protocol": "TCP"}], "ports kept")
+        k("apply", "-f", write("pod.yaml", POD % "1"))
+        # kubectl apply of a changed deployment: strategic merge with $setElementOrder
+        _, out, _ = k("apply", "-f", write("deploy.yaml", DEPLOY % "1"))
+        contains(out, "deployment.apps/d1 created")
+        _, out, _ = k("apply", "-f", write("deploy.yaml", DEPLOY % "2"))
+        contains(out, "deployment.apps/d1 configured")
+        path = "jsonpath={.spec.template.spec.containers[0].env}"
+        _, out, _ = k("get", "deploy", "d1", "-o", path)
+        eq(json.loads(out), [{"name": "A", "value": "2"}, {"name": "B", "value": "b"}], "env merged")
+        k("patch", "deploy", "d1", "-p", '{"spec":{"template":{"spec":{"containers":[{"name":"main","env":[{"name":"B","$patch":"delete"}]}]}}}}')
+        _, out, _ = k("get", "deploy", "d1", "-o", "json")
+        d = json.loads(out)
+        eq(d["spec"]["template"]["spec"]["containers"][0]["env"], [{"name": "A", "value": "2"}],
+           "$patch: delete")
+        eq(d["metadata"]["generation"], 3, "deployment generation")
+        _, out, _ = k("get", "deploy")
+        eq(out.splitlines()[0].split(), ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+           "deployment columns")
+        rc, _, err = k("apply", "-f", write("badjob.yaml", JOB.replace("j1", "j2").replace("Never", "Always")),
+                       check=False)
+        eq(rc != 0, True, "job with restartPolicy Always")
+        contains(err, 'spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"')
         k("label", "cm", "cm1", "x=y")
         k("annotate", "cm", "cm1", "note=hi")
         k("patch", "cm", "cm1", "--type", "merge", "-p", '{"data":{"b":"2"}}')
@@ -291,11 +329,34 @@ spec:
         rc, _, err = k("get", "pods", "--field-selector", "spec.bogus=1", check=False)
         eq(rc != 0, True, "unsupported field selector")
         contains(err, "field label not supported: spec.bogus")
-        for name in ("cm.yaml", "secret.yaml", "pod.yaml", "job.yaml"):
+        for name in ("cm.yaml", "secret.yaml", "pod.yaml", "job.yaml", "deploy.yaml"):
             _, out, _ = k("delete", "-f", os.path.join(td.tmp, name))
             contains(out, "deleted")
-        _, out, _ = k("get", "cm,secret,pod,job", "-o", "name")
+        _, out, _ = k("get", "cm,secret,pod,job,deploy", "-o", "name")
         eq(out.strip(), "", "all deleted")
+
+    def t_generator_commands():
+        # kubectl create ns|configmap|secret|serviceaccount send protobuf bodies
+        _, out, _ = k("create", "namespace", "team-a")
+        contains(out, "namespace/team-a created")
+        _, out, _ = k("create", "configmap", "gen", "-n", "team-a", "--from-literal=k=v")
+        contains(out, "configmap/gen created")
+        _, out, _ = k("create", "secret", "generic", "openai", "-n", "team-a",
+                      "--from-literal=api-key=sk-test")
+        contains(out, "secret/openai created")
+        _, out, _ = k("create", "serviceaccount", "robot", "-n", "team-a")
+        contains(out, "serviceaccount/robot created")
+        _, out, _ = k("get", "secret", "openai", "-n", "team-a", "-o", "jsonpath={.data.api-key}")
+        eq(out, "c2stdGVzdA==", "secret data")
+        _, out, _ = k("get", "cm", "gen", "-n", "team-a", "-o", "jsonpath={.data.k}")
+        eq(out, "v", "configmap data")
+        rc, _, err = k("create", "job", "gj", "--image=busybox", check=False)
+        eq(rc != 0, True, "protobuf Job body is not decoded")
+        contains(err, "unknown format")
+        _, out, _ = k("delete", "namespace", "team-a")
+        contains(out, 'namespace "team-a" deleted')
+        rc, _, _ = k("get", "secret", "openai", "-n", "team-a", check=False)
+        eq(rc != 0, True, "namespace content deleted")
 
     def t_server_side_apply():
         _, out, _ = k("apply", "--server-side", "-f", write("cm.yaml", CM))
@@ -323,6 +384,16 @@ spec:
         eq(rc != 0, True, "create twice")
         contains(err, 'agentsessions.tern.dev "s6" already exists')
 
+    def t_crd_delete():
+        _, out, _ = k("delete", "-f", CRD)
+        contains(out, 'customresourcedefinition.apiextensions.k8s.io "agentsessions.tern.dev" deleted')
+        rc, _, err = k("get", "agentsessions.tern.dev", check=False)
+        eq(rc != 0, True, "resource still served after CRD deletion")
+        k("apply", "-f", CRD)
+        k("wait", "--for", "condition=established", "--timeout=20s", "crd/agentsessions.tern.dev")
+        _, out, _ = k("get", "ags", "-o", "name")
+        eq(out.strip(), "", "custom resources deleted with their CRD")
+
     s.run("version and discovery", t_version_discovery)
     s.run("CRD apply and wait established", t_crd)
     s.run("custom resource apply/get/describe", t_cr_apply_get)
@@ -332,8 +403,11 @@ spec:
     s.run("schema errors with field paths", t_schema_errors)
     s.run("finalizers and deletionTimestamp", t_finalizers)
     s.run("built-ins from manifests", t_builtins)
+    s.run("generator commands (protobuf bodies)", t_generator_commands)
     s.run("server-side apply", t_server_side_apply)
     s.run("strict field validation and AlreadyExists", t_strict_unknown_fields)
+    s.run("CRD deletion removes its resources", t_crd_delete)
+    s.run("clean SIGTERM stop", td.check_clean_stop)
     td.cleanup()
     s.finish()
 

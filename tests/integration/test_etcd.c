@@ -4,6 +4,7 @@
 #include "../support/etcd_fixture.h"
 #include "base/mem.h"
 #include "etcd/etcd.h"
+#include "http/httpc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -29,7 +30,8 @@ static void put(struct etcd *c, const char *k, const char *v)
 {
     struct etcd_put_resp pr;
     struct tern_err e = {0};
-    int r = etcd_put(c, &(struct etcd_put_req){.key = k, .value = v, .value_len = strlen(v)}, &pr, &e);
+    int r =
+        etcd_put(c, &(struct etcd_put_req){.key = k, .value = v, .value_len = strlen(v)}, &pr, &e);
     if (r)
         th_fail(__FILE__, __LINE__, "put %s: %s", k, e.msg);
     etcd_put_resp_done(&pr);
@@ -48,7 +50,8 @@ TEST(range_prefix_limit_count_keys_only_revision)
     put(c, "/p/a", "1b");
 
     struct etcd_range_resp rr;
-    ASSERT_OK(etcd_range(c, &(struct etcd_range_req){.keys = {.key = "/p/", .prefix = true}, .limit = 2}, &rr, &e));
+    ASSERT_OK(etcd_range(
+        c, &(struct etcd_range_req){.keys = {.key = "/p/", .prefix = true}, .limit = 2}, &rr, &e));
     ASSERT_EQ_INT(rr.nkvs, 2);
     ASSERT_EQ_INT(rr.count, 3);
     ASSERT_TRUE(rr.more);
@@ -58,28 +61,38 @@ TEST(range_prefix_limit_count_keys_only_revision)
     ASSERT_EQ_INT(rr.kvs[0].mod_revision, rr.header.revision);
     etcd_range_resp_done(&rr);
 
-    ASSERT_OK(etcd_range(c, &(struct etcd_range_req){.keys = {.key = "/p/", .prefix = true}, .revision = rev}, &rr, &e));
+    ASSERT_OK(etcd_range(
+        c, &(struct etcd_range_req){.keys = {.key = "/p/", .prefix = true}, .revision = rev}, &rr,
+        &e));
     ASSERT_EQ_INT(rr.nkvs, 3);
     ASSERT_EQ_STR(rr.kvs[0].value, "1");
     etcd_range_resp_done(&rr);
 
-    ASSERT_OK(etcd_range(c, &(struct etcd_range_req){.keys = {.key = "/p/", .prefix = true}, .keys_only = true}, &rr, &e));
+    ASSERT_OK(etcd_range(
+        c, &(struct etcd_range_req){.keys = {.key = "/p/", .prefix = true}, .keys_only = true}, &rr,
+        &e));
     ASSERT_EQ_INT(rr.nkvs, 3);
     ASSERT_EQ_STR(rr.kvs[2].key, "/p/c");
     ASSERT_EQ_INT(rr.kvs[2].value_len, 0);
     etcd_range_resp_done(&rr);
 
-    ASSERT_OK(etcd_range(c, &(struct etcd_range_req){.keys = {.key = "", .prefix = true}, .count_only = true}, &rr, &e));
+    ASSERT_OK(etcd_range(
+        c, &(struct etcd_range_req){.keys = {.key = "", .prefix = true}, .count_only = true}, &rr,
+        &e));
     ASSERT_EQ_INT(rr.nkvs, 0);
     ASSERT_EQ_INT(rr.count, 4);
     etcd_range_resp_done(&rr);
 
-    ASSERT_OK(etcd_range(c, &(struct etcd_range_req){.keys = {.key = "/p/b", .from_key = true}}, &rr, &e));
+    ASSERT_OK(etcd_range(c, &(struct etcd_range_req){.keys = {.key = "/p/b", .from_key = true}},
+                         &rr, &e));
     ASSERT_EQ_INT(rr.nkvs, 3); /* /p/b /p/c /q */
     etcd_range_resp_done(&rr);
 
     /* future revision */
-    ASSERT_EQ_INT(etcd_range(c, &(struct etcd_range_req){.keys = {.key = "/q"}, .revision = rev + 100}, &rr, &e), TERN_EINVALID);
+    ASSERT_EQ_INT(etcd_range(c,
+                             &(struct etcd_range_req){.keys = {.key = "/q"}, .revision = rev + 100},
+                             &rr, &e),
+                  TERN_EINVALID);
 
     struct etcd_kv *kv = NULL;
     ASSERT_EQ_INT(etcd_get(c, "/nope", &kv, NULL, &e), TERN_ENOTFOUND);
@@ -108,7 +121,8 @@ TEST(txn_compares_and_branches)
         {.keys = {.key = "/t/b"}, .target = ETCD_CMP_CREATE, .number = 0},
     };
     struct etcd_op succ[] = {
-        {.type = ETCD_OP_PUT, .put = {.key = "/t/a", .value = "v2", .value_len = 2, .prev_kv = true}},
+        {.type = ETCD_OP_PUT,
+         .put = {.key = "/t/a", .value = "v2", .value_len = 2, .prev_kv = true}},
         {.type = ETCD_OP_PUT, .put = {.key = "/t/b", .value = "b", .value_len = 1}},
         {.type = ETCD_OP_RANGE, .range = {.keys = {.key = "/t/", .prefix = true}}},
     };
@@ -131,11 +145,13 @@ TEST(txn_compares_and_branches)
     ASSERT_EQ_INT(tr.nresponses, 1);
     ASSERT_EQ_STR(tr.responses[0].range.kvs[0].value, "v2");
     etcd_txn_resp_done(&tr);
-    ASSERT_EQ_INT(etcd_txn_must(c, &(struct etcd_txn_req){ok_cmps, 1, succ, 1, NULL, 0}, &tr, &e), TERN_ETXNFAILED);
+    ASSERT_EQ_INT(etcd_txn_must(c, &(struct etcd_txn_req){ok_cmps, 1, succ, 1, NULL, 0}, &tr, &e),
+                  TERN_ETXNFAILED);
     etcd_txn_resp_done(&tr);
 
     /* delete in a txn, with prev kv */
-    struct etcd_op del[] = {{.type = ETCD_OP_DELETE, .del = {.keys = {.key = "/t/", .prefix = true}, .prev_kv = true}}};
+    struct etcd_op del[] = {
+        {.type = ETCD_OP_DELETE, .del = {.keys = {.key = "/t/", .prefix = true}, .prev_kv = true}}};
     ASSERT_OK(etcd_txn(c, &(struct etcd_txn_req){NULL, 0, del, 1, NULL, 0}, &tr, &e));
     ASSERT_TRUE(tr.succeeded);
     ASSERT_EQ_INT(tr.responses[0].del.deleted, 2);
@@ -153,7 +169,9 @@ TEST(too_large_and_compaction)
     char *big = xmalloc(n);
     memset(big, 'x', n);
     struct etcd_put_resp pr;
-    ASSERT_EQ_INT(etcd_put(c, &(struct etcd_put_req){.key = "/big", .value = big, .value_len = n}, &pr, &e), TERN_ETOOLARGE);
+    ASSERT_EQ_INT(
+        etcd_put(c, &(struct etcd_put_req){.key = "/big", .value = big, .value_len = n}, &pr, &e),
+        TERN_ETOOLARGE);
     free(big);
 
     put(c, "/k", "1");
@@ -162,7 +180,10 @@ TEST(too_large_and_compaction)
     ASSERT_OK(etcd_revision(c, &rev, &e));
     ASSERT_OK(etcd_compact(c, rev, true, &e));
     struct etcd_range_resp rr;
-    ASSERT_EQ_INT(etcd_range(c, &(struct etcd_range_req){.keys = {.key = "/k"}, .revision = rev - 1}, &rr, &e), TERN_ECOMPACTED);
+    ASSERT_EQ_INT(etcd_range(c,
+                             &(struct etcd_range_req){.keys = {.key = "/k"}, .revision = rev - 1},
+                             &rr, &e),
+                  TERN_ECOMPACTED);
     ASSERT_EQ_INT(etcd_compact(c, rev, false, &e), TERN_ECOMPACTED);
     etcd_free(c);
     etcd_fixture_stop(&fx);
@@ -176,7 +197,9 @@ TEST(leases_and_keeper)
     ASSERT_OK(etcd_lease_grant(c, 2, 0, &id, &ttl, &e));
     ASSERT_EQ_INT(ttl, 2);
     struct etcd_put_resp pr;
-    ASSERT_OK(etcd_put(c, &(struct etcd_put_req){.key = "/l", .value = "x", .value_len = 1, .lease = id}, &pr, &e));
+    ASSERT_OK(
+        etcd_put(c, &(struct etcd_put_req){.key = "/l", .value = "x", .value_len = 1, .lease = id},
+                 &pr, &e));
     etcd_put_resp_done(&pr);
     ASSERT_OK(etcd_lease_keepalive(c, id, &ttl, &e));
     ASSERT_EQ_INT(ttl, 2);
@@ -269,7 +292,11 @@ TEST(watch_prefix_from_revision_prev_kv_and_stop)
     ASSERT_EQ_INT(dr.deleted, 1);
     etcd_delete_resp_done(&dr);
     struct wctx w = {.mu = PTHREAD_MUTEX_INITIALIZER, .stop_after = 4};
-    int r = etcd_watch(c, &(struct etcd_watch_req){.keys = {.key = "/w/", .prefix = true}, .start_revision = rev, .prev_kv = true}, on_batch, &w, NULL, NULL, &e);
+    int r = etcd_watch(c,
+                       &(struct etcd_watch_req){.keys = {.key = "/w/", .prefix = true},
+                                                .start_revision = rev,
+                                                .prev_kv = true},
+                       on_batch, &w, NULL, NULL, &e);
     ASSERT_EQ_INT(r, 42);
     ASSERT_EQ_INT(w.nput, 3);
     ASSERT_EQ_INT(w.ndel, 1);
@@ -291,7 +318,11 @@ TEST(watch_compacted_start)
     ASSERT_OK(etcd_compact(c, rev, true, &e));
     struct wctx w = {.mu = PTHREAD_MUTEX_INITIALIZER};
     int64_t crev = 0;
-    ASSERT_EQ_INT(etcd_watch(c, &(struct etcd_watch_req){.keys = {.key = "/w/", .prefix = true}, .start_revision = 1}, on_batch, &w, NULL, &crev, &e), TERN_ECOMPACTED);
+    ASSERT_EQ_INT(etcd_watch(c,
+                             &(struct etcd_watch_req){.keys = {.key = "/w/", .prefix = true},
+                                                      .start_revision = 1},
+                             on_batch, &w, NULL, &crev, &e),
+                  TERN_ECOMPACTED);
     ASSERT_EQ_INT(crev, rev);
     etcd_free(c);
     etcd_fixture_stop(&fx);
@@ -309,7 +340,11 @@ struct wthread {
 static void *watch_main(void *arg)
 {
     struct wthread *t = arg;
-    t->rc = etcd_watch(t->c, &(struct etcd_watch_req){.keys = {.key = "/w/", .prefix = true}, .start_revision = t->start, .give_up_ms = 20000}, on_batch, &t->w, &t->cancel, NULL, &t->e);
+    t->rc = etcd_watch(t->c,
+                       &(struct etcd_watch_req){.keys = {.key = "/w/", .prefix = true},
+                                                .start_revision = t->start,
+                                                .give_up_ms = 20000},
+                       on_batch, &t->w, &t->cancel, NULL, &t->e);
     return NULL;
 }
 
@@ -395,4 +430,186 @@ TEST(failover_to_second_endpoint_and_unreachable)
     etcd_endpoints_free(list);
     ASSERT_EQ_INT(etcd_endpoints_parse("ftp://x", &list, &n, &e), TERN_EINVALID);
     ASSERT_EQ_INT(etcd_endpoints_parse("", &list, &n, &e), TERN_EINVALID);
+}
+
+static void raw_post(const char *path, const char *body, const char *auth_hdr)
+{
+    char url[160];
+    snprintf(url, sizeof url, "%s%s", fx.url, path);
+    const char *hdrs[] = {"Content-Type: application/json", auth_hdr, NULL};
+    struct httpc *h = httpc_new();
+    struct httpc_request req = {.method = "POST",
+                                .url = url,
+                                .headers = hdrs,
+                                .body = body,
+                                .body_len = strlen(body),
+                                .timeout_ms = 5000};
+    struct httpc_response resp;
+    struct tern_err e = {0};
+    ASSERT_OK(httpc_do(h, &req, &resp, &e));
+    if (resp.status != 200)
+        th_fail(__FILE__, __LINE__, "%s: HTTP %ld %s", path, resp.status, buf_str(&resp.body));
+    httpc_response_done(&resp);
+    httpc_free(h);
+}
+
+TEST(auth_username_password_token)
+{
+    struct etcd *c = start();
+    etcd_free(c);
+    raw_post("/v3/auth/user/add", "{\"name\":\"root\",\"password\":\"pw\"}", NULL);
+    raw_post("/v3/auth/role/add", "{\"name\":\"root\"}", NULL);
+    raw_post("/v3/auth/user/grant", "{\"user\":\"root\",\"role\":\"root\"}", NULL);
+    raw_post("/v3/auth/enable", "{}", NULL);
+    const char *eps[] = {fx.url};
+    struct tern_err e = {0};
+    /* no credentials: refused */
+    ASSERT_OK(etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1}, &c, &e));
+    struct etcd_kv *kv = NULL;
+    ASSERT_EQ_INT(etcd_get(c, "/a", &kv, NULL, &e), TERN_EAUTH);
+    etcd_free(c);
+    /* wrong password */
+    ASSERT_OK(etcd_new(
+        &(struct etcd_config){
+            .endpoints = eps, .nendpoints = 1, .username = "root", .password = "no"},
+        &c, &e));
+    ASSERT_EQ_INT(etcd_get(c, "/a", &kv, NULL, &e), TERN_EAUTH);
+    etcd_free(c);
+    /* right password: token header on every request, watches included */
+    ASSERT_OK(etcd_new(
+        &(struct etcd_config){
+            .endpoints = eps, .nendpoints = 1, .username = "root", .password = "pw"},
+        &c, &e));
+    put(c, "/w/a", "1");
+    ASSERT_OK(etcd_get(c, "/w/a", &kv, NULL, &e));
+    ASSERT_EQ_STR(kv->value, "1");
+    int64_t rev = kv->mod_revision;
+    etcd_kv_free(kv);
+    struct wctx w = {.mu = PTHREAD_MUTEX_INITIALIZER, .stop_after = 1};
+    ASSERT_EQ_INT(etcd_watch(c,
+                             &(struct etcd_watch_req){.keys = {.key = "/w/", .prefix = true},
+                                                      .start_revision = rev},
+                             on_batch, &w, NULL, NULL, &e),
+                  42);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        th_fail(__FILE__, __LINE__, "open %s", path);
+    char *b = xmalloc(65536);
+    *len = fread(b, 1, 65535, f);
+    b[*len] = 0;
+    fclose(f);
+    return b;
+}
+
+/* https with client certificates (a throwaway CA made with openssl). */
+TEST(tls_client_certificates)
+{
+    const char *d = th_tmpdir();
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "set -e; exec >/dev/null 2>&1; cd '%s'; K='-newkey ec -pkeyopt "
+             "ec_paramgen_curve:prime256v1 -nodes';"
+             "openssl req -x509 $K -keyout ca.key -out ca.crt -days 1 -subj /CN=test-ca;"
+             "openssl req $K -keyout server.key -out server.csr -subj /CN=etcd;"
+             "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext;"
+             "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out "
+             "server.crt -days 1 -extfile san.ext;"
+             "openssl req $K -keyout client.key -out client.csr -subj /CN=client;"
+             "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out "
+             "client.crt -days 1",
+             d);
+    if (system(cmd) != 0)
+        th_fail(__FILE__, __LINE__, "openssl failed");
+    char cert[600], key[600], ca[600], sub[600];
+    snprintf(cert, sizeof cert, "%s/server.crt", d);
+    snprintf(key, sizeof key, "%s/server.key", d);
+    snprintf(ca, sizeof ca, "%s/ca.crt", d);
+    snprintf(sub, sizeof sub, "%s/etcd", d);
+    struct tern_err e = {0};
+    struct etcd_fixture_opts o = {.cert_file = cert, .key_file = key, .trusted_ca_file = ca};
+    if (etcd_fixture_start(&fx, sub, &o, &e))
+        th_fail(__FILE__, __LINE__, "etcd fixture: %s", e.msg);
+    char path[600];
+    size_t clen, klen;
+    snprintf(path, sizeof path, "%s/client.crt", d);
+    char *ccert = slurp(path, &clen);
+    snprintf(path, sizeof path, "%s/client.key", d);
+    char *ckey = slurp(path, &klen);
+    const char *eps[] = {fx.tls_url};
+    struct etcd *c = NULL;
+    /* without a client certificate: the handshake fails (unreachable) */
+    struct httpc_tls t0 = {.ca_file = ca};
+    ASSERT_OK(
+        etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1, .tls = &t0}, &c, &e));
+    struct etcd_kv *kv = NULL;
+    int r = etcd_get(c, "/a", &kv, NULL, &e);
+    ASSERT_TRUE(r == TERN_EUNREACHABLE || r == -EIO || r == TERN_EAUTH);
+    etcd_free(c);
+    struct httpc_tls t = {.ca_file = ca,
+                          .cert_pem = ccert,
+                          .cert_pem_len = clen,
+                          .key_pem = ckey,
+                          .key_pem_len = klen};
+    ASSERT_OK(
+        etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1, .tls = &t}, &c, &e));
+    free(ccert);
+    free(ckey); /* the client keeps its own copies */
+    put(c, "/tls", "yes");
+    ASSERT_OK(etcd_get(c, "/tls", &kv, NULL, &e));
+    ASSERT_EQ_STR(kv->value, "yes");
+    etcd_kv_free(kv);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+static int want_progress(void *ctx, const struct etcd_watch_batch *b)
+{
+    int *seen = ctx;
+    if (b->progress && b->header.revision > 0)
+        return ++*seen >= 2 ? 9 : 0;
+    return 0;
+}
+
+/* Periodic progress notifications (kube's bookmarks) and event filters. */
+TEST(watch_progress_notify_and_filters)
+{
+    struct tern_err e = {0};
+    const char *args[] = {"--experimental-watch-progress-notify-interval=200ms", NULL};
+    struct etcd_fixture_opts o = {.extra_args = args};
+    if (etcd_fixture_start(&fx, th_tmpdir(), &o, &e))
+        th_fail(__FILE__, __LINE__, "etcd fixture: %s", e.msg);
+    const char *eps[] = {fx.url};
+    struct etcd *c = NULL;
+    ASSERT_OK(etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1}, &c, &e));
+    put(c, "/w/a", "1");
+    int seen = 0;
+    ASSERT_EQ_INT(etcd_watch(c,
+                             &(struct etcd_watch_req){.keys = {.key = "/w/", .prefix = true},
+                                                      .progress_notify = true},
+                             want_progress, &seen, NULL, NULL, &e),
+                  9);
+    /* NOPUT: only the delete arrives */
+    int64_t rev;
+    ASSERT_OK(etcd_revision(c, &rev, &e));
+    put(c, "/w/b", "2");
+    struct etcd_delete_resp dr;
+    ASSERT_OK(etcd_delete(c, &(struct etcd_delete_req){.keys = {.key = "/w/a"}}, &dr, &e));
+    etcd_delete_resp_done(&dr);
+    struct wctx w = {.mu = PTHREAD_MUTEX_INITIALIZER, .stop_after = 1};
+    ASSERT_EQ_INT(etcd_watch(c,
+                             &(struct etcd_watch_req){.keys = {.key = "/w/", .prefix = true},
+                                                      .start_revision = rev + 1,
+                                                      .no_put = true},
+                             on_batch, &w, NULL, NULL, &e),
+                  42);
+    ASSERT_EQ_INT(w.nput, 0);
+    ASSERT_EQ_INT(w.ndel, 1);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
 }

@@ -77,9 +77,12 @@ static void log_tail(const struct etcd_fixture *f, struct tern_err *err)
 
 static int spawn(struct etcd_fixture *f, struct tern_err *err)
 {
-    char data[600], curl_[80], purl[80], cluster[120];
+    char data[600], curl_[160], purl[80], cluster[120];
     snprintf(data, sizeof data, "%s/data", f->dir);
-    snprintf(curl_, sizeof curl_, "http://127.0.0.1:%d", f->client_port);
+    if (f->tls_port)
+        snprintf(curl_, sizeof curl_, "http://127.0.0.1:%d,%s", f->client_port, f->tls_url);
+    else
+        snprintf(curl_, sizeof curl_, "http://127.0.0.1:%d", f->client_port);
     snprintf(purl, sizeof purl, "http://127.0.0.1:%d", f->peer_port);
     snprintf(cluster, sizeof cluster, "default=%s", purl);
     const char *bin = getenv("TERN_ETCD_BIN");
@@ -103,6 +106,18 @@ static int spawn(struct etcd_fixture *f, struct tern_err *err)
     argv[n++] = cluster;
     argv[n++] = "--log-level=warn";
     argv[n++] = "--logger=zap";
+    char certf[600], keyf[600], caf[600];
+    if (f->tls_port) {
+        snprintf(certf, sizeof certf, "--cert-file=%s", f->opts.cert_file);
+        snprintf(keyf, sizeof keyf, "--key-file=%s", f->opts.key_file);
+        argv[n++] = certf;
+        argv[n++] = keyf;
+        if (f->opts.trusted_ca_file) {
+            snprintf(caf, sizeof caf, "--trusted-ca-file=%s", f->opts.trusted_ca_file);
+            argv[n++] = caf;
+            argv[n++] = "--client-cert-auth";
+        }
+    }
     for (const char *const *p = f->opts.extra_args; p && *p && n < 62; p++)
         argv[n++] = *p;
     argv[n] = NULL;
@@ -152,8 +167,8 @@ static int wait_ready(struct etcd_fixture *f, struct tern_err *err)
             log_tail(f, err);
             break;
         }
-        struct httpc_request req = {.url = url, .timeout_ms = 1000, .connect_timeout_ms = 500,
-                                    .max_body = 4096};
+        struct httpc_request req = {
+            .url = url, .timeout_ms = 1000, .connect_timeout_ms = 500, .max_body = 4096};
         struct httpc_response resp;
         int hr = httpc_do(h, &req, &resp, NULL);
         bool ok = hr == 0 && resp.status == 200 && strstr(buf_str(&resp.body), "\"true\"");
@@ -192,7 +207,16 @@ int etcd_fixture_start(struct etcd_fixture *f, const char *dir,
         if (f->client_port < 0 || f->peer_port < 0)
             return err_set(err, f->client_port < 0 ? f->client_port : f->peer_port,
                            "etcd fixture: no free port");
-        if (f->client_port == f->peer_port)
+        f->tls_port = 0;
+        f->tls_url[0] = 0;
+        if (f->opts.cert_file && f->opts.key_file) {
+            f->tls_port = etcd_fixture_free_port();
+            if (f->tls_port < 0)
+                return err_set(err, f->tls_port, "etcd fixture: no free port");
+            snprintf(f->tls_url, sizeof f->tls_url, "https://127.0.0.1:%d", f->tls_port);
+        }
+        if (f->client_port == f->peer_port || f->tls_port == f->client_port ||
+            f->tls_port == f->peer_port)
             continue;
         snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d", f->client_port);
         r = spawn(f, err);

@@ -27,15 +27,24 @@
 struct etcd_fixture_opts {
     const char *const *extra_args; /* more etcd flags, NULL-terminated, or NULL */
     long ready_timeout_ms;         /* 0 = 20000 */
+    /* TLS: with cert_file and key_file set, etcd also serves https on a
+     * second free port (tls_url); trusted_ca_file additionally requires
+     * client certificates signed by that CA there. Plain http stays on url
+     * (used for the readiness check). */
+    const char *cert_file;
+    const char *key_file;
+    const char *trusted_ca_file;
 };
 
 struct etcd_fixture {
-    pid_t pid;              /* 0 when not running */
+    pid_t pid; /* 0 when not running */
     int client_port;
     int peer_port;
-    char url[64];           /* "http://127.0.0.1:<client_port>" */
-    char dir[512];          /* the fixture's directory (data in dir/data) */
-    char log[600];          /* etcd's stdout+stderr (appended across restarts) */
+    char url[64];     /* "http://127.0.0.1:<client_port>" */
+    int tls_port;     /* 0 without TLS */
+    char tls_url[64]; /* "https://127.0.0.1:<tls_port>" or "" */
+    char dir[512];    /* the fixture's directory (data in dir/data) */
+    char log[600];    /* etcd's stdout+stderr (appended across restarts) */
     struct etcd_fixture_opts opts;
 };
 

@@ -438,13 +438,16 @@ TEST(discovery_documents)
                     "\"example.com\",\"scope\":\"Cluster\",\"names\":{\"plural\":\"widgets\","
                     "\"singular\":\"widget\",\"kind\":\"Widget\",\"shortNames\":[\"wd\"],"
                     "\"categories\":[\"all\"]},\"versions\":[{\"name\":\"v1\",\"served\":true,"
-                    "\"storage\":true,\"subresources\":{\"status\":{}}}]},\"status\":{\"conditions\":"
+                    "\"storage\":true,\"subresources\":{\"status\":{}},"
+                    "\"selectableFields\":[{\"jsonPath\":\".spec.color\"}]}]},\"status\":{\"conditions\":"
                     "[{\"type\":\"Established\",\"status\":\"True\"}]}}]");
     apires_registry_set_crds(&reg, crds);
     struct apires_table *t = apires_get(&reg);
     const struct apires *w = apires_find(t, "example.com", "v1", "widgets");
     ASSERT_NOT_NULL(w);
     ASSERT_FALSE(w->namespaced);
+    ASSERT_EQ_STR(w->fields[0], "spec.color");
+    ASSERT_NULL(w->fields[1]);
     char *k = apires_key(w, "ignored", "w1");
     ASSERT_EQ_STR(k, "/registry/example.com/widgets/w1");
     free(k);
@@ -474,4 +477,30 @@ TEST(discovery_documents)
     cJSON_Delete(core);
     apires_put(&reg, t);
     apires_registry_done(&reg);
+}
+
+/* ---- protobuf bodies (bytes captured from kubectl 1.32 create secret) ---- */
+
+#include "apiserver/apiproto.h"
+
+TEST(protobuf_secret_from_kubectl)
+{
+    static const unsigned char secret[] = {
+        0x6b, 0x38, 0x73, 0x00, 0x0a, 0x0c, 0x0a, 0x02, 0x76, 0x31, 0x12, 0x06, 0x53, 0x65, 0x63,
+        0x72, 0x65, 0x74, 0x12, 0x23, 0x0a, 0x11, 0x0a, 0x01, 0x73, 0x12, 0x00, 0x1a, 0x00, 0x22,
+        0x00, 0x2a, 0x00, 0x32, 0x00, 0x38, 0x00, 0x42, 0x00, 0x12, 0x06, 0x0a, 0x01, 0x61, 0x12,
+        0x01, 0x62, 0x1a, 0x06, 0x4f, 0x70, 0x61, 0x71, 0x75, 0x65, 0x1a, 0x00, 0x22, 0x00};
+    cJSON *o = NULL;
+    struct tern_err e = {0};
+    ASSERT_OK(apiproto_decode(secret, sizeof(secret), &o, &e));
+    expect_json(o, "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"s\"},"
+                   "\"data\":{\"a\":\"Yg==\"},\"type\":\"Opaque\"}");
+    cJSON_Delete(o);
+    /* truncated, wrong magic, unsupported kind */
+    ASSERT_EQ_INT(apiproto_decode(secret, sizeof(secret) - 3, &o, &e), TERN_EPARSE);
+    ASSERT_EQ_INT(apiproto_decode("{\"a\":1}", 7, &o, &e), TERN_EPARSE);
+    static const unsigned char job[] = {0x6b, 0x38, 0x73, 0x00, 0x0a, 0x0f, 0x0a, 0x08, 0x62,
+                                        0x61, 0x74, 0x63, 0x68, 0x2f, 0x76, 0x31, 0x12, 0x03,
+                                        0x4a, 0x6f, 0x62};
+    ASSERT_EQ_INT(apiproto_decode(job, sizeof(job), &o, &e), TERN_EINVALID);
 }

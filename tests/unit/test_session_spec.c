@@ -91,9 +91,18 @@ static char *dump(const struct session_spec *s)
 #define L(x, n)                                                                                    \
     for (size_t i = 0; i < s->n; i++)                                                              \
     buf_printf(&b, #x "[%zu]=%s\n", i, s->x[i])
-    S(name); S(namespace); S(uid); I(generation); S(objective); S(service_account);
-    S(context.text); L(context.files, context.nfiles); L(context.references, context.nreferences);
-    L(skills, nskills); S(memory); L(messages, nmessages);
+    S(name);
+    S(namespace);
+    S(uid);
+    I(generation);
+    S(objective);
+    S(service_account);
+    S(context.text);
+    L(context.files, context.nfiles);
+    L(context.references, context.nreferences);
+    L(skills, nskills);
+    S(memory);
+    L(messages, nmessages);
     I(permissions.tools);
     for (size_t i = 0; i < s->permissions.napprovals; i++)
         buf_printf(&b, "approval[%zu]=%u:%s\n", i, s->permissions.approvals[i].tool,
@@ -102,14 +111,29 @@ static char *dump(const struct session_spec *s)
     for (size_t i = 0; i < s->permissions.nnetwork; i++)
         buf_printf(&b, "network[%zu]=%s/%d\n", i, s->permissions.network[i].text,
                    s->permissions.network[i].prefix);
-    I(limits.timeout_seconds); I(limits.max_model_turns); I(limits.max_tool_calls);
-    I(limits.max_tokens); I(limits.max_cost_micro_usd); I(limits.cpu.milli);
+    I(limits.timeout_seconds);
+    I(limits.max_model_turns);
+    I(limits.max_tool_calls);
+    I(limits.max_tokens);
+    I(limits.max_cost_micro_usd);
+    I(limits.cpu.milli);
     I(limits.memory.milli);
-    S(model.name); S(model.base_url); S(model.api_key_secret); S(model.api_key_key);
-    S(sandbox.image); S(sandbox.runtime_class); I(sandbox.workspace_size.milli);
-    S(sandbox.storage_class); I(sandbox.idle_suspend_seconds);
-    I(approval.timeout_seconds); I(approval.on_timeout); I(suspend);
-    I(fork_from.set); S(fork_from.session); S(fork_from.uid); I(fork_from.at_seq);
+    S(model.name);
+    S(model.base_url);
+    S(model.api_key_secret);
+    S(model.api_key_key);
+    S(sandbox.image);
+    S(sandbox.runtime_class);
+    I(sandbox.workspace_size.milli);
+    S(sandbox.storage_class);
+    I(sandbox.idle_suspend_seconds);
+    I(approval.timeout_seconds);
+    I(approval.on_timeout);
+    I(suspend);
+    I(fork_from.set);
+    S(fork_from.session);
+    S(fork_from.uid);
+    I(fork_from.at_seq);
 #undef S
 #undef I
 #undef L
@@ -294,7 +318,8 @@ TEST(spec_invalid_table)
         {"{\"spec\":{\"objective\":\"x\",\"limits\":[]}}", "spec.limits: must be an object"},
         {"{\"spec\":{\"objective\":\"x\",\"permissions\":{\"tools\":\"exec_command\"}}}",
          "spec.permissions.tools: must be an array"},
-        {"{\"spec\":{\"objective\":\"x\",\"permissions\":{\"requiresApproval\":[\"exec_command:\"]}}}",
+        {"{\"spec\":{\"objective\":\"x\",\"permissions\":{\"requiresApproval\":[\"exec_command:\"]}"
+         "}}",
          "spec.permissions.requiresApproval[0]: must be \"tool:glob\""},
         {"{\"spec\":{\"objective\":\"x\",\"permissions\":{\"requiresApproval\":[\"exec:ls\"]}}}",
          "spec.permissions.requiresApproval[0]: must be \"tool:glob\""},
@@ -310,19 +335,23 @@ TEST(spec_invalid_table)
          "spec.model.name: must not be empty"},
         {"{\"spec\":{\"objective\":\"x\",\"model\":{\"baseURL\":\"https://\"}}}",
          "spec.model.baseURL: must be an http or https URL"},
-        {"{\"spec\":{\"objective\":\"x\",\"model\":{\"apiKeySecretRef\":{\"name\":\"s\",\"key\":\"a/b\"}}}}",
+        {"{\"spec\":{\"objective\":\"x\",\"model\":{\"apiKeySecretRef\":{\"name\":\"s\",\"key\":"
+         "\"a/b\"}}}}",
          "spec.model.apiKeySecretRef.key: must consist of"},
         {"{\"spec\":{\"objective\":\"x\",\"sandbox\":{\"workspace\":{\"size\":\"1Gi\",\"x\":1}}}}",
          "spec.sandbox.workspace.x: unknown field"},
         {"{\"spec\":{\"objective\":\"x\",\"approval\":{\"timeoutSeconds\":0}}}",
          "spec.approval.timeoutSeconds: must be >= 1"},
-        {"{\"spec\":{\"objective\":\"x\",\"forkFrom\":{\"session\":\"p\",\"uid\":\"u\",\"atSeq\":-1}}}",
+        {"{\"spec\":{\"objective\":\"x\",\"forkFrom\":{\"session\":\"p\",\"uid\":\"u\",\"atSeq\":-"
+         "1}}}",
          "spec.forkFrom.atSeq: must be >= 0"},
         {"{\"spec\":{\"objective\":\"x\",\"messages\":[1]}}", "spec.messages[0]: must be a string"},
         {"{\"spec\":{\"objective\":\"x\",\"memory\":{\"configMapRef\":{\"name\":\"a_b\"}}}}",
          "spec.memory.configMapRef.name: must be a DNS subdomain"},
-        {"{\"spec\":{\"objective\":\"x\",\"skills\":[\"s\"]}}", "spec.skills[0]: must be an object"},
-        {"{\"spec\":{\"objective\":\"x\",\"context\":{\"files\":[{\"configMapRef\":{\"name\":\"a\"},"
+        {"{\"spec\":{\"objective\":\"x\",\"skills\":[\"s\"]}}",
+         "spec.skills[0]: must be an object"},
+        {"{\"spec\":{\"objective\":\"x\",\"context\":{\"files\":[{\"configMapRef\":{\"name\":\"a\"}"
+         ","
          "\"key\":\"k\"}]}}}",
          "spec.context.files[0].key: unknown field"},
     };
@@ -462,10 +491,10 @@ TEST(spec_update_rules)
         spec_of("{\"spec\":{\"objective\":\"x\",\"messages\":[\"m1\",\"m2\"]}}");
     struct session_spec *c = spec_of("{\"spec\":{\"objective\":\"x\",\"messages\":[\"m0\"]}}");
     struct session_spec *none = spec_of("{\"spec\":{\"objective\":\"x\"}}");
-    struct session_spec *f1 = spec_of(
-        "{\"spec\":{\"objective\":\"x\",\"forkFrom\":{\"session\":\"p\",\"uid\":\"u\",\"atSeq\":5}}}");
-    struct session_spec *f2 = spec_of(
-        "{\"spec\":{\"objective\":\"x\",\"forkFrom\":{\"session\":\"p\",\"uid\":\"u\",\"atSeq\":6}}}");
+    struct session_spec *f1 = spec_of("{\"spec\":{\"objective\":\"x\",\"forkFrom\":{\"session\":"
+                                      "\"p\",\"uid\":\"u\",\"atSeq\":5}}}");
+    struct session_spec *f2 = spec_of("{\"spec\":{\"objective\":\"x\",\"forkFrom\":{\"session\":"
+                                      "\"p\",\"uid\":\"u\",\"atSeq\":6}}}");
     struct tern_err e = {0};
     ASSERT_OK(session_spec_check_update(a, b, &e));
     ASSERT_OK(session_spec_check_update(none, a, &e));
@@ -541,8 +570,9 @@ TEST(spec_cidrs)
     ASSERT_OK(session_cidr_parse("fd00::/8", &c));
     ASSERT_EQ_INT(c.addr[0], 0xfd);
     ASSERT_OK(session_cidr_parse("::1/128", &c));
-    const char *bad[] = {"10.0.0.0", "10.0.0.0/", "10.0.0.0/33", "10.0.0/8", "/8", "10.0.0.0/-1",
-                         "10.0.0.0/08", "x/8", "fd00::/129", "10.0.0.0/8 ", "010.0.0.0/8"};
+    const char *bad[] = {"10.0.0.0",   "10.0.0.0/",   "10.0.0.0/33", "10.0.0/8",
+                         "/8",         "10.0.0.0/-1", "10.0.0.0/08", "x/8",
+                         "fd00::/129", "10.0.0.0/8 ", "010.0.0.0/8"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         if (session_cidr_parse(bad[i], &c) != -EINVAL)
             th_fail(__FILE__, __LINE__, "CIDR \"%s\" accepted", bad[i]);
@@ -554,12 +584,28 @@ TEST(spec_quantities)
         const char *s;
         long long milli;
     } ok[] = {
-        {"1", 1000},          {"500m", 500},      {"0.5", 500},      {"1.5", 1500},
-        {"2k", 2000000},      {"1Ki", 1024000},   {"1Gi", 1073741824000LL},
-        {"1e3", 1000000},     {"1E3", 1000000},   {"1E", 0},          {"100n", 1},
-        {"1u", 1},            {"0", 0},           {".5", 500},       {"5.", 5000},
-        {"+3", 3000},         {"-1", -1000},      {"0.1m", 1},       {"1e-3", 1},
-        {"1.25Ki", 1280000},  {"8Ei", -1},        {"9223372036854775", 9223372036854775000LL},
+        {"1", 1000},
+        {"500m", 500},
+        {"0.5", 500},
+        {"1.5", 1500},
+        {"2k", 2000000},
+        {"1Ki", 1024000},
+        {"1Gi", 1073741824000LL},
+        {"1e3", 1000000},
+        {"1E3", 1000000},
+        {"1E", 0},
+        {"100n", 1},
+        {"1u", 1},
+        {"0", 0},
+        {".5", 500},
+        {"5.", 5000},
+        {"+3", 3000},
+        {"-1", -1000},
+        {"0.1m", 1},
+        {"1e-3", 1},
+        {"1.25Ki", 1280000},
+        {"8Ei", -1},
+        {"9223372036854775", 9223372036854775000LL},
     };
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
         struct quantity q;
@@ -578,8 +624,8 @@ TEST(spec_quantities)
                     (long long)q.milli, ok[i].milli);
         ASSERT_EQ_STR(q.text, ok[i].s);
     }
-    const char *bad[] = {"", "m", "1 Gi", "1GB", "1gi", "1Kii", "1e", "1e+", "1.2.3", "--1",
-                         "1mm", "0x10", "1e1.5", " 1", "1K"};
+    const char *bad[] = {"",      "m",   "1 Gi", "1GB",  "1gi",   "1Kii", "1e", "1e+",
+                         "1.2.3", "--1", "1mm",  "0x10", "1e1.5", " 1",   "1K"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         struct quantity q;
         if (quantity_parse(bad[i], &q) != -EINVAL)

@@ -42,7 +42,7 @@ static void check_err(const char *yaml, int code, const char *part, int line)
         th_fail(__FILE__, line, "<%s>: message \"%s\" lacks \"%s\"", yaml, e.msg, part);
 }
 
-#define GOLD(y, js) check_one((y), (js), __LINE__)
+#define GOLD(y, js)        check_one((y), (js), __LINE__)
 #define BAD(y, code, part) check_err((y), (code), (part), __LINE__)
 
 TEST(yaml_scalar_typing_follows_kubectl)
@@ -50,13 +50,14 @@ TEST(yaml_scalar_typing_follows_kubectl)
     static const struct golden g[] = {
         /* nulls */
         {"a: ~\nb: null\nc: Null\nd: NULL\ne:\nf: nULL", "{\"a\":null,\"b\":null,\"c\":null,"
-                                                        "\"d\":null,\"e\":null,\"f\":\"nULL\"}"},
+                                                         "\"d\":null,\"e\":null,\"f\":\"nULL\"}"},
         /* YAML 1.1 booleans, as go-yaml v2 (kubectl) resolves them */
         {"[true, True, TRUE, yes, Yes, YES, on, On, ON, y, Y]",
          "[true,true,true,true,true,true,true,true,true,true,true]"},
         {"[false, False, FALSE, no, No, NO, off, Off, OFF, n, N]",
          "[false,false,false,false,false,false,false,false,false,false,false]"},
-        {"[tRUE, yES, oN, 'yes', \"on\", !!str no]", "[\"tRUE\",\"yES\",\"oN\",\"yes\",\"on\",\"no\"]"},
+        {"[tRUE, yES, oN, 'yes', \"on\", !!str no]",
+         "[\"tRUE\",\"yES\",\"oN\",\"yes\",\"on\",\"no\"]"},
         /* integers: exact, Go base-0 syntax, underscores dropped */
         {"[0, -0, 42, +42, -17, 1_000, 0x1F, 0o17, 017, 0b101, -0x10]",
          "[0,0,42,42,-17,1000,31,15,15,5,-16]"},
@@ -209,8 +210,10 @@ TEST(yaml_billion_laughs_is_bounded)
     /* expanded bytes: a long string referenced many times */
     struct yamljson_opts ob = {.max_expanded_bytes = 10000};
     char big[3000];
-    int n = snprintf(big, sizeof big, "a: &a \"%0500d\"\nb: [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a,"
-                                      " *a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n", 0);
+    int n = snprintf(big, sizeof big,
+                     "a: &a \"%0500d\"\nb: [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a,"
+                     " *a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n",
+                     0);
     ASSERT_EQ_INT(yamljson_parse_one(big, (size_t)n, &ob, &j, &e), TERN_ETOOLARGE);
     ASSERT_CONTAINS(e.msg, "bytes of scalars");
 }
@@ -269,4 +272,28 @@ TEST(yaml_kubeconfig_shape)
     ASSERT_TRUE(cJSON_IsFalse(json_get(c, "insecure-skip-tls-verify")));
     ASSERT_EQ_STR(json_get(j, "current-context")->valuestring, "c");
     cJSON_Delete(j);
+}
+
+TEST_T(yaml_many_anchors_stay_fast, 20)
+{
+    /* 100000 anchors, then 1000 aliases to the first and the last: lookups
+     * must not scan the anchor list */
+    struct buf_like {
+        char *s;
+        size_t n, cap;
+    } b = {.cap = 4u << 20};
+    b.s = xmalloc(b.cap);
+    for (int i = 0; i < 100000; i++)
+        b.n += (size_t)snprintf(b.s + b.n, b.cap - b.n, "- &a%d %d\n", i, i);
+    for (int i = 0; i < 500; i++)
+        b.n += (size_t)snprintf(b.s + b.n, b.cap - b.n, "- *a0\n- *a99999\n");
+    cJSON *j = NULL;
+    struct tern_err e = {0};
+    ASSERT_OK(yamljson_parse_one(b.s, b.n, NULL, &j, &e));
+    ASSERT_EQ_INT(cJSON_GetArraySize(j), 101000);
+    char *last = json_print(cJSON_GetArrayItem(j, 100999));
+    ASSERT_EQ_STR(last, "99999");
+    free(last);
+    cJSON_Delete(j);
+    free(b.s);
 }

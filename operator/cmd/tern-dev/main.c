@@ -93,6 +93,30 @@ static char *kubeconfig_text(uint16_t port, const char *ca_pem, const char *toke
     return s;
 }
 
+/* The port of a previous run's kubeconfig (0 if none), so that with --port 0
+ * a restarted tern-dev keeps its address and running clients reconnect. */
+static uint16_t previous_port(const char *kc_path)
+{
+    FILE *f = fopen(kc_path, "re");
+    if (!f)
+        return 0;
+    char line[512];
+    uint16_t port = 0;
+    static const char key[] = "    server: https://127.0.0.1:";
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, key, sizeof(key) - 1) != 0)
+            continue;
+        char *p = line + sizeof(key) - 1;
+        size_t n = strcspn(p, "\r\n");
+        p[n] = 0;
+        int64_t v;
+        if (num_parse_range(p, 1, 65535, &v) == 0)
+            port = (uint16_t)v;
+    }
+    fclose(f);
+    return port;
+}
+
 int main(int argc, char **argv)
 {
     tlog_init("tern-dev", TLOG_INFO);
@@ -195,13 +219,21 @@ int main(int argc, char **argv)
         tlog_error("cannot create the default namespaces", "error", err.msg);
         goto out;
     }
-    if (apiserver_start(&sc, &srv, &err)) {
+    kc_path = xasprintf("%s/kubeconfig", dir);
+    if (port == 0)
+        sc.port = previous_port(kc_path);
+    if (apiserver_start(&sc, &srv, &err) && sc.port && port == 0) {
+        sc.port = 0; /* the old port is taken: any free one */
+        err = (struct tern_err){0};
+        if (apiserver_start(&sc, &srv, &err))
+            srv = NULL;
+    }
+    if (!srv) {
         tlog_error("cannot serve", "error", err.msg);
         goto out;
     }
     free(rest.server_address);
     rest.server_address = xasprintf("127.0.0.1:%u", (unsigned)apiserver_port(srv));
-    kc_path = xasprintf("%s/kubeconfig", dir);
     char *kc = kubeconfig_text(apiserver_port(srv), pki.ca_pem, pki.token);
     int wrc = write_text(kc_path, kc);
     free(kc);

@@ -2,6 +2,7 @@
 #include "apirest.h"
 
 #include "apicrd.h"
+#include "apiproto.h"
 #include "apipatch.h"
 #include "apischema.h"
 #include "apiselector.h"
@@ -557,10 +558,19 @@ static cJSON *decode_body(struct rq *q, cJSON **ret, char dup[256], bool allow_a
     if (r->body_too_large)
         return apistatus_too_large("Request entity too large: limit is 3145728");
     const char *ct = r->content_type ? r->content_type : CT_JSON;
-    if (strstr(ct, "protobuf"))
-        return apistatus_unsupported_media(
-            "the body of the request was in an unknown format - accepted media types include: "
-            "application/json, application/yaml");
+    if (strstr(ct, "protobuf")) {
+        cJSON *pobj = NULL;
+        struct tern_err pe = {0};
+        int prc = apiproto_decode(r->body, r->body_len, &pobj, &pe);
+        if (prc == TERN_EPARSE)
+            return apistatus_bad_request(pe.msg);
+        if (prc)
+            return apistatus_unsupported_media(
+                "the body of the request was in an unknown format - accepted media types "
+                "include: application/json, application/yaml");
+        *ret = pobj;
+        return NULL;
+    }
     if (!r->body_len) {
         return apistatus_bad_request("the body of the request was empty");
     }
@@ -703,6 +713,176 @@ static void validate_meta(const struct apires *res, const cJSON *obj, struct api
                                  "character");
             free(p);
         }
+    }
+}
+
+/* ---- built-in validation (a subset of the API validation packages) ---- */
+
+static const char config_key_msg[] =
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. "
+    "'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
+    "'[-._a-zA-Z0-9]+')";
+
+static void validate_config_keys(const cJSON *obj, const char *field, struct apistatus_fields *f)
+{
+    const cJSON *m = json_get(obj, field);
+    for (const cJSON *c = cJSON_IsObject(m) ? m->child : NULL; c; c = c->next) {
+        bool ok = *c->string && strlen(c->string) <= 253 && strcmp(c->string, ".") &&
+                  strcmp(c->string, "..");
+        for (const char *p = c->string; ok && *p; p++)
+            ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                 *p == '-' || *p == '_' || *p == '.';
+        char *path = xasprintf("%s[%s]", field, c->string);
+        if (!ok) {
+            cJSON *k = cJSON_CreateString(c->string);
+            apistatus_fields_add(f, APISTATUS_F_INVALID, path, k, config_key_msg);
+            cJSON_Delete(k);
+        } else if (!cJSON_IsString(c)) {
+            apistatus_fields_add(f, APISTATUS_F_INVALID, path, c, "must be a string");
+        }
+        free(path);
+    }
+}
+
+static void validate_containers(const cJSON *spec, const char *path, const char *list,
+                                bool required, struct apistatus_fields *f)
+{
+    const cJSON *cs = json_get(spec, list);
+    char *lp = xasprintf("%s.%s", path, list);
+    if (required && (!cJSON_IsArray(cs) || !cs->child))
+        apistatus_fields_addv(f, APISTATUS_F_REQUIRED, lp, NULL, NULL);
+    int i = 0;
+    for (const cJSON *c = cJSON_IsArray(cs) ? cs->child : NULL; c; c = c->next, i++) {
+        const char *name = jstr(c, "name"), *image = jstr(c, "image");
+        char *np = xasprintf("%s[%d].name", lp, i), *ip = xasprintf("%s[%d].image", lp, i);
+        if (!name || !*name) {
+            apistatus_fields_addv(f, APISTATUS_F_REQUIRED, np, NULL, NULL);
+        } else {
+            const char *e = apicrd_check_label(name);
+            if (e)
+                apistatus_fields_add(f, APISTATUS_F_INVALID, np, json_get(c, "name"), e);
+            for (const cJSON *d = cs->child; d != c; d = d->next) {
+                const char *dn = jstr(d, "name");
+                if (dn && strcmp(dn, name) == 0) {
+                    apistatus_fields_add(f, APISTATUS_F_DUPLICATE, np, json_get(c, "name"), NULL);
+                    break;
+                }
+            }
+        }
+        if (!image || !*image)
+            apistatus_fields_addv(f, APISTATUS_F_REQUIRED, ip, NULL, NULL);
+        free(np);
+        free(ip);
+    }
+    free(lp);
+}
+
+static void validate_pod_spec(const cJSON *spec, const char *path, bool job,
+                              struct apistatus_fields *f)
+{
+    if (!cJSON_IsObject(spec)) {
+        apistatus_fields_addv(f, APISTATUS_F_REQUIRED, path, NULL, NULL);
+        return;
+    }
+    validate_containers(spec, path, "containers", true, f);
+    validate_containers(spec, path, "initContainers", false, f);
+    const char *rp = jstr(spec, "restartPolicy");
+    char *rpp = xasprintf("%s.restartPolicy", path);
+    if (job) {
+        if (!rp || (strcmp(rp, "Never") && strcmp(rp, "OnFailure"))) {
+            if (!rp || strcmp(rp, "Always") == 0)
+                apistatus_fields_addv(f, APISTATUS_F_REQUIRED, rpp, NULL,
+                                      "valid values: \"OnFailure\", \"Never\"");
+            else
+                apistatus_fields_add(f, APISTATUS_F_UNSUPPORTED, rpp, json_get(spec, "restartPolicy"),
+                                     "supported values: \"OnFailure\", \"Never\"");
+        }
+    } else if (rp && strcmp(rp, "Always") && strcmp(rp, "Never") && strcmp(rp, "OnFailure")) {
+        apistatus_fields_add(f, APISTATUS_F_UNSUPPORTED, rpp, json_get(spec, "restartPolicy"),
+                             "supported values: \"Always\", \"Never\", \"OnFailure\"");
+    }
+    free(rpp);
+}
+
+/* The pod spec fields an update may change (ValidatePodUpdate): container
+ * images, activeDeadlineSeconds, tolerations (additions), and the grace
+ * period. Returns true when something else changed. */
+static bool pod_spec_changed(const cJSON *old, const cJSON *neu)
+{
+    cJSON *a = json_dup(old), *b = json_dup(neu);
+    static const char *lists[] = {"containers", "initContainers"};
+    for (size_t l = 0; l < 2; l++) {
+        cJSON *ca = cJSON_GetObjectItemCaseSensitive(a, lists[l]);
+        cJSON *cb = cJSON_GetObjectItemCaseSensitive(b, lists[l]);
+        for (cJSON *x = cJSON_IsArray(ca) ? ca->child : NULL; x; x = x->next)
+            cJSON_DeleteItemFromObjectCaseSensitive(x, "image");
+        for (cJSON *x = cJSON_IsArray(cb) ? cb->child : NULL; x; x = x->next)
+            cJSON_DeleteItemFromObjectCaseSensitive(x, "image");
+    }
+    static const char *mutable_fields[] = {"activeDeadlineSeconds", "tolerations",
+                                           "terminationGracePeriodSeconds"};
+    for (size_t i = 0; i < 3; i++) {
+        cJSON_DeleteItemFromObjectCaseSensitive(a, mutable_fields[i]);
+        cJSON_DeleteItemFromObjectCaseSensitive(b, mutable_fields[i]);
+    }
+    bool changed = !cJSON_Compare(a, b, 1);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    return changed;
+}
+
+static void validate_builtin(const struct apires *res, const cJSON *obj, const cJSON *old,
+                             const char *sub, struct apistatus_fields *f)
+{
+    if (res->crd || (sub && *sub))
+        return;
+    const char *k = res->kind;
+    const cJSON *spec = json_get(obj, "spec");
+    if (strcmp(k, "ConfigMap") == 0) {
+        validate_config_keys(obj, "data", f);
+        validate_config_keys(obj, "binaryData", f);
+    } else if (strcmp(k, "Secret") == 0) {
+        validate_config_keys(obj, "data", f);
+    } else if (strcmp(k, "Pod") == 0) {
+        validate_pod_spec(spec, "spec", false, f);
+        if (old && cJSON_IsObject(spec) && pod_spec_changed(json_get(old, "spec"), spec))
+            apistatus_fields_addv(
+                f, APISTATUS_F_FORBIDDEN, "spec", NULL,
+                "pod updates may not change fields other than `spec.containers[*].image`,"
+                "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+                "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+                "(allow it to be set to 1 if it was previously negative)");
+    } else if (strcmp(k, "Job") == 0) {
+        const cJSON *tmpl = json_get(spec, "template");
+        if (!cJSON_IsObject(tmpl))
+            apistatus_fields_addv(f, APISTATUS_F_REQUIRED, "spec.template", NULL, NULL);
+        else
+            validate_pod_spec(json_get(tmpl, "spec"), "spec.template.spec", true, f);
+        if (old) {
+            const cJSON *os = json_get(old, "spec");
+            static const char *immutable[] = {"selector", "completions", "completionMode",
+                                              "podFailurePolicy"};
+            for (size_t i = 0; i < 4; i++) {
+                const cJSON *a = json_get(os, immutable[i]), *b = json_get(spec, immutable[i]);
+                if ((a || b) && !(a && b && cJSON_Compare(a, b, 1))) {
+                    char *p = xasprintf("spec.%s", immutable[i]);
+                    apistatus_fields_add(f, APISTATUS_F_INVALID, p, b, "field is immutable");
+                    free(p);
+                }
+            }
+            const cJSON *ot = json_get(os, "template");
+            if (tmpl && ot && !cJSON_Compare(ot, tmpl, 1) &&
+                !cJSON_IsTrue(json_get(os, "suspend")))
+                apistatus_fields_addv(f, APISTATUS_F_INVALID, "spec.template", NULL,
+                                      "field is immutable");
+        }
+    } else if (strcmp(k, "PersistentVolumeClaim") == 0) {
+        const cJSON *am = json_get(spec, "accessModes");
+        if (!cJSON_IsArray(am) || !am->child)
+            apistatus_fields_addv(f, APISTATUS_F_REQUIRED, "spec.accessModes", NULL,
+                                  "at least 1 access mode is required");
+        if (!json_get(json_get(json_get(spec, "resources"), "requests"), "storage") && !old)
+            apistatus_fields_addv(f, APISTATUS_F_REQUIRED, "spec.resources[storage]", NULL, NULL);
     }
 }
 
@@ -1071,8 +1251,10 @@ static cJSON *prepare_create(struct rq *q, cJSON *obj, const char *dup)
     if (!st && is_crd(q->res)) {
         apicrd_prepare(obj, NULL, now, &f);
     }
-    if (!st)
+    if (!st) {
         validate_meta(q->res, obj, &f);
+        validate_builtin(q->res, obj, NULL, NULL, &f);
+    }
     if (!st && f.n) {
         st = apistatus_invalid(q->res->crd || is_crd(q->res) ? q->res->group : q->res->group,
                                q->res->kind, name, &f);
@@ -1180,8 +1362,10 @@ static cJSON *prepare_update(struct rq *q, const cJSON *cur, cJSON **objp, const
         cJSON_DeleteItemFromObjectCaseSensitive(md, "generation");
         json_add_int64(md, "generation", g + 1);
     }
-    if (!st)
+    if (!st) {
         validate_meta(q->res, obj, &f);
+        validate_builtin(q->res, obj, cur, q->sub, &f);
+    }
     if (!st && f.n)
         st = apistatus_invalid(q->res->group, q->res->kind, q->name, &f);
     apistatus_fields_done(&f);
@@ -1207,9 +1391,9 @@ static void after_write(struct rq *q, int64_t rev)
         reload_crds(q->s);
         pthread_mutex_unlock(&q->s->crd_mu);
     }
-    /* let a watch started right after this reply see the write */
-    if (q->s->hub)
-        apiwatch_hub_wait(q->s->hub, rev, 2000);
+    /* no need to wait for the hub: a watch started after this reply starts
+     * after a revision >= rev and the hub delivers in revision order */
+    (void)rev;
 }
 
 static void handle_create(struct rq *q)
@@ -1797,6 +1981,20 @@ static void handle_delete(struct rq *q)
             return;
         }
     }
+    const char *pp = jstr(opts, "propagationPolicy");
+    if (!pp)
+        pp = arg(q->req, "propagationPolicy");
+    if (pp && strcmp(pp, "Foreground") && strcmp(pp, "Background") && strcmp(pp, "Orphan")) {
+        struct apistatus_fields f = {0};
+        cJSON *v = cJSON_CreateString(pp);
+        apistatus_fields_add(&f, APISTATUS_F_UNSUPPORTED, "propagationPolicy", v,
+                             "supported values: \"Foreground\", \"Background\", \"Orphan\"");
+        cJSON_Delete(v);
+        respond_status(q->resp, apistatus_invalid("meta.k8s.io", "DeleteOptions", "", &f));
+        apistatus_fields_done(&f);
+        cJSON_Delete(opts);
+        return;
+    }
     const cJSON *pre = json_get(opts, "preconditions");
     const char *pre_uid = jstr(pre, "uid"), *pre_rv = jstr(pre, "resourceVersion");
     const cJSON *dr = json_get(opts, "dryRun");
@@ -2062,7 +2260,7 @@ int apirest_watch_next(struct apirest_watch *w, struct buf *out, long timeout_ms
         return 1;
     }
     if (w->init_pos < w->ninit) {
-        for (int i = 0; i < 200 && w->init_pos < w->ninit; i++) {
+        for (int i = 0; i < 200 && w->init_pos < w->ninit && out->len < (1u << 20); i++) {
             emit(w, out, "ADDED", w->initial[w->init_pos]);
             w->initial[w->init_pos++] = NULL;
         }
@@ -2121,6 +2319,18 @@ static void handle_watch(struct rq *q)
         free(w);
         respond_status(q->resp, st);
         return;
+    }
+    if (q->name) {
+        /* a watch on an object path watches that name only */
+        struct apisel *f = w->sel.fields;
+        f->r = xreallocarray(f->r, f->n + 1, sizeof(*f->r));
+        struct apisel_req *r = &f->r[f->n++];
+        memset(r, 0, sizeof(*r));
+        r->key = xstrdup("metadata.name");
+        r->op = APISEL_EQ;
+        r->values = xcalloc(1, sizeof(char *));
+        r->values[0] = xstrdup(q->name);
+        r->nvalues = 1;
     }
     const char *rvs = arg(q->req, "resourceVersion");
     int64_t rv = 0;
@@ -2227,7 +2437,9 @@ static void handle_resource(struct apirest *s, const struct apirest_req *req,
         goto out;
     }
     if (q.name) {
-        if (strcmp(m, "GET") == 0)
+        if (strcmp(m, "GET") == 0 && arg_true(req, "watch") && !q.sub)
+            handle_watch(&q);
+        else if (strcmp(m, "GET") == 0)
             handle_get(&q);
         else if (strcmp(m, "PUT") == 0)
             handle_put(&q);
@@ -2353,4 +2565,74 @@ int apirest_bootstrap(struct apirest *s, struct tern_err *err)
             return rc;
     }
     return 0;
+}
+
+/* ---- in-process requests ---------------------------------------------------- */
+
+static char *pct_decode(const char *s, size_t n)
+{
+    char *out = xmalloc(n + 1);
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%' && i + 2 < n + 1 && hexv(s[i + 1]) >= 0 && hexv(s[i + 2]) >= 0) {
+            out[j++] = (char)(hexv(s[i + 1]) << 4 | hexv(s[i + 2]));
+            i += 2;
+        } else if (s[i] == '+') {
+            out[j++] = ' ';
+        } else {
+            out[j++] = s[i];
+        }
+    }
+    out[j] = 0;
+    return out;
+}
+
+int apirest_do(struct apirest *s, const char *method, const char *path,
+               const char *content_type, const char *body, cJSON **ret_body)
+{
+    const char *q = strchr(path, '?');
+    char *p = q ? xstrndup(path, (size_t)(q - path)) : xstrdup(path);
+    struct apirest_arg *args = NULL;
+    size_t nargs = 0;
+    bool watch = false;
+    for (const char *a = q ? q + 1 : NULL; a && *a && nargs < 64;) {
+        const char *amp = strchr(a, '&');
+        size_t len = amp ? (size_t)(amp - a) : strlen(a);
+        const char *eq = memchr(a, '=', len);
+        args = xreallocarray(args, nargs + 1, sizeof(*args));
+        args[nargs].key = pct_decode(a, eq ? (size_t)(eq - a) : len);
+        args[nargs].value = eq ? pct_decode(eq + 1, len - (size_t)(eq + 1 - a)) : xstrdup("");
+        if (strcmp(args[nargs].key, "watch") == 0 && strcmp(args[nargs].value, "false") != 0 &&
+            strcmp(args[nargs].value, "0") != 0)
+            watch = true;
+        nargs++;
+        a = amp ? amp + 1 : NULL;
+    }
+    struct apirest_req req = {.method = method, .path = p, .args = args, .nargs = nargs,
+                              .content_type = content_type, .body = body ? body : "",
+                              .body_len = body ? strlen(body) : 0};
+    struct apirest_resp resp = {0};
+    int status;
+    if (watch) {
+        buf_init(&resp.body, 4096);
+        respond_status(&resp, apistatus_bad_request("watch is not available in process: use "
+                                                    "apiwatch_subscribe"));
+    } else {
+        apirest_handle(s, &req, &resp);
+    }
+    status = resp.status;
+    if (ret_body) {
+        cJSON *j = NULL;
+        *ret_body = json_parse(resp.body.data ? resp.body.data : "", resp.body.len, &j, NULL) == 0
+                        ? j
+                        : NULL;
+    }
+    apirest_resp_done(&resp);
+    for (size_t i = 0; i < nargs; i++) {
+        free((char *)args[i].key);
+        free((char *)args[i].value);
+    }
+    free(args);
+    free(p);
+    return status;
 }

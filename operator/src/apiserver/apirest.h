@@ -72,6 +72,17 @@ int apirest_bootstrap(struct apirest *s, struct tern_err *err);
 void apirest_handle(struct apirest *s, const struct apirest_req *req, struct apirest_resp *resp);
 void apirest_resp_done(struct apirest_resp *resp);
 
+/* In-process request for controllers living in the same process (part 2):
+ * the same semantics as over HTTPS (defaulting, validation, generation and
+ * status rules, patches, Status errors). path may carry a query string
+ * ("...?labelSelector=app%3Dweb"); body is JSON text or NULL; content_type
+ * NULL means application/json (use the patch types for PATCH). Returns the
+ * HTTP status and sets *ret_body (may be NULL) to the parsed response (an
+ * object or a Status), owned by the caller. Watches are refused (400): use
+ * apiwatch_subscribe. */
+int apirest_do(struct apirest *s, const char *method, const char *path,
+               const char *content_type, const char *body, cJSON **ret_body);
+
 /* Streams a watch: appends zero or more complete event lines to out,
  * waiting at most timeout_ms for something to send. Returns 0 to continue,
  * 1 when the stream is over (out may still hold final lines). */

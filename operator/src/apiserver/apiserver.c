@@ -225,7 +225,11 @@ int apiserver_start(const struct apiserver_config *cfg, struct apiserver **ret,
                             MHD_OPTION_HTTPS_MEM_KEY, s->key, MHD_OPTION_HTTPS_MEM_CERT, s->cert,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)4096,
-                            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
+                            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+                            /* idle keep-alive connections and stalled uploads
+                             * free their thread; a watch waiting for events
+                             * sits in its reader callback and is not idle */
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_END);
     if (!s->d) {
         free(s->cert);
         free(s->key);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #define DEFAULT_RING 20000
+#define RING_MAX_BYTES (256u << 20) /* values and previous values kept */
 
 struct ring_ev {
     struct apiwatch_event ev;
@@ -31,6 +32,7 @@ struct apiwatch_hub {
     uint64_t next_seq;  /* seq the next event gets */
     int64_t oldest_rev; /* every event after this revision is in the ring */
     int64_t seen_rev;   /* newest revision seen */
+    size_t bytes;       /* value bytes held by the ring */
     int nsubs;
 };
 
@@ -66,14 +68,22 @@ static struct ring_ev *slot(struct apiwatch_hub *h, uint64_t seq)
     return &h->ring[seq % h->cap];
 }
 
+static void evict_oldest(struct apiwatch_hub *h)
+{
+    struct ring_ev *old = slot(h, h->first_seq);
+    h->oldest_rev = old->ev.revision;
+    h->bytes -= old->ev.value_len + old->ev.prev_len;
+    ev_clear(&old->ev);
+    h->first_seq++;
+}
+
 static void push(struct apiwatch_hub *h, const struct etcd_event *e, int64_t rev)
 {
-    if (h->next_seq - h->first_seq == h->cap) {
-        struct ring_ev *old = slot(h, h->first_seq);
-        h->oldest_rev = old->ev.revision;
-        ev_clear(&old->ev);
-        h->first_seq++;
-    }
+    size_t add = (e->type == ETCD_EVENT_DELETE ? 0 : e->kv.value_len) +
+                 (e->has_prev_kv ? e->prev_kv.value_len : 0);
+    while (h->next_seq > h->first_seq &&
+           (h->next_seq - h->first_seq == h->cap || h->bytes + add > RING_MAX_BYTES))
+        evict_oldest(h);
     struct ring_ev *r = slot(h, h->next_seq);
     r->seq = h->next_seq++;
     r->ev.deleted = e->type == ETCD_EVENT_DELETE;
@@ -87,6 +97,7 @@ static void push(struct apiwatch_hub *h, const struct etcd_event *e, int64_t rev
         r->ev.prev_value = xmemdup(e->prev_kv.value, e->prev_kv.value_len + 1);
         r->ev.prev_len = e->prev_kv.value_len;
     }
+    h->bytes += r->ev.value_len + r->ev.prev_len;
 }
 
 static int on_batch(void *ctx, const struct etcd_watch_batch *b)
@@ -129,6 +140,7 @@ static void *hub_main(void *arg)
         pthread_mutex_lock(&h->mu);
         while (h->first_seq < h->next_seq)
             ev_clear(&slot(h, h->first_seq++)->ev);
+        h->bytes = 0;
         h->oldest_rev = now;
         h->seen_rev = now;
         pthread_cond_broadcast(&h->cond);

@@ -32,7 +32,7 @@ struct etcd {
     pthread_mutex_t mu; /* guards pool and token */
     struct httpc *pool[TERN_ETCD_POOL_IDLE];
     size_t npool;
-    char *token;        /* auth token, or NULL */
+    char *token; /* auth token, or NULL */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -418,7 +418,8 @@ static int enc_txn(const struct etcd_txn_req *q, cJSON **ret, struct tern_err *e
         cJSON *arr = cJSON_AddArrayToObject(o, "compare");
         for (size_t i = 0; i < q->ncmps; i++) {
             const struct etcd_compare *cm = &q->cmps[i];
-            if ((unsigned)cm->target > ETCD_CMP_LEASE || (unsigned)cm->result > ETCD_CMP_NOT_EQUAL) {
+            if ((unsigned)cm->target > ETCD_CMP_LEASE ||
+                (unsigned)cm->result > ETCD_CMP_NOT_EQUAL) {
                 r = err_set(err, TERN_EINVALID, "etcd txn: compare[%zu]: bad target/result", i);
                 goto out;
             }
@@ -740,9 +741,16 @@ static int map_error(long status, const cJSON *body, bool *unavailable, struct t
             m = json_get(body, "error");
         if (cJSON_IsString(m))
             msg = m->valuestring;
+        /* unary errors say "code"; errors inside a stream "grpc_code" */
         const cJSON *ci = json_get(body, "code");
+        if (!ci)
+            ci = json_get(body, "grpc_code");
         if (ci)
             json_item_int64(ci, &code);
+        int64_t hc = 0;
+        const cJSON *hi = json_get(body, "http_code");
+        if (status == 500 && hi && json_item_int64(hi, &hc) == 0 && hc > 0 && hc < 600)
+            status = (long)hc;
     }
     const char *text = msg ? msg : "";
     if (strstr(text, "required revision has been compacted"))
@@ -751,7 +759,10 @@ static int map_error(long status, const cJSON *body, bool *unavailable, struct t
         return err_set(err, TERN_ETOOLARGE, "etcd: %s", msg ? msg : "request too large");
     if (strstr(text, "lease not found"))
         return err_set(err, TERN_ENOTFOUND, "etcd: %s", text);
-    if (code == 16 || code == 7 || status == 401 || status == 403)
+    /* etcd 3.4 reports some auth failures as InvalidArgument (code 3) */
+    if (code == 16 || code == 7 || status == 401 || status == 403 ||
+        strstr(text, "user name is empty") || strstr(text, "authentication failed") ||
+        strstr(text, "permission denied") || strstr(text, "auth token"))
         return err_set(err, TERN_EAUTH, "etcd: %s", msg ? msg : "unauthorized");
     if (code == 3 || code == 11 || code == 9 || code == 6 || code == 5)
         return err_set(err, TERN_EINVALID, "etcd: %s", text);
@@ -767,6 +778,16 @@ static int map_error(long status, const cJSON *body, bool *unavailable, struct t
 
 enum call_kind { CALL_READ, CALL_WRITE };
 
+/* Turns the transport error in err into "outcome unknown", keeping its text
+ * (err_wrap keeps the original code, so set it here). */
+static int outcome_unknown(struct tern_err *err, const char *path)
+{
+    err_wrap(err, TERN_EUNKNOWN, "etcd %s: outcome unknown", path);
+    if (err)
+        err->code = TERN_EUNKNOWN;
+    return TERN_EUNKNOWN;
+}
+
 static int authenticate(struct etcd *c, struct httpc *h, const char *ep, atomic_bool *cancel,
                         struct tern_err *err)
 {
@@ -778,9 +799,16 @@ static int authenticate(struct etcd *c, struct httpc *h, const char *ep, atomic_
     char *url = xasprintf("%s/v3/auth/authenticate", ep);
     const char *hdrs[] = {"Content-Type: application/json", NULL};
     struct httpc_request req = {
-        .method = "POST", .url = url, .headers = hdrs, .body = body, .body_len = strlen(body),
-        .timeout_ms = c->timeout_ms, .connect_timeout_ms = c->connect_timeout_ms,
-        .max_body = 1u << 16, .tls = c->has_tls ? &c->tls : NULL, .cancel = cancel,
+        .method = "POST",
+        .url = url,
+        .headers = hdrs,
+        .body = body,
+        .body_len = strlen(body),
+        .timeout_ms = c->timeout_ms,
+        .connect_timeout_ms = c->connect_timeout_ms,
+        .max_body = 1u << 16,
+        .tls = c->has_tls ? &c->tls : NULL,
+        .cancel = cancel,
     };
     struct httpc_response resp;
     cJSON *j = NULL;
@@ -794,8 +822,12 @@ static int authenticate(struct etcd *c, struct httpc *h, const char *ep, atomic_
     if (resp.status != 200) {
         bool un;
         r = map_error(resp.status, j, &un, err);
-        if (r == TERN_EINVALID || r == TERN_EHTTP)
-            r = err_set(err, TERN_EAUTH, "etcd authenticate: %s", err ? err->msg : "refused");
+        if (r == TERN_EINVALID || r == TERN_EHTTP) {
+            err_wrap(err, TERN_EAUTH, "etcd authenticate");
+            r = TERN_EAUTH;
+            if (err)
+                err->code = r;
+        }
         goto out;
     }
     const char *tok = NULL;
@@ -868,23 +900,32 @@ static int call(struct etcd *c, const char *path, const char *body, size_t body_
         auth = auth_header(c);
         const char *hdrs[] = {"Content-Type: application/json", auth, NULL};
         struct httpc_request req = {
-            .method = "POST", .url = url, .headers = hdrs, .body = body, .body_len = body_len,
-            .timeout_ms = c->timeout_ms, .connect_timeout_ms = c->connect_timeout_ms,
-            .max_body = TERN_ETCD_MAX_RESPONSE, .tls = c->has_tls ? &c->tls : NULL,
+            .method = "POST",
+            .url = url,
+            .headers = hdrs,
+            .body = body,
+            .body_len = body_len,
+            .timeout_ms = c->timeout_ms,
+            .connect_timeout_ms = c->connect_timeout_ms,
+            .max_body = TERN_ETCD_MAX_RESPONSE,
+            .tls = c->has_tls ? &c->tls : NULL,
             .cancel = cancel,
         };
         r = httpc_do(h, &req, &resp, err);
         if (r) {
             broken = true;
             if (r == -ECANCELED) {
-                if (kind == CALL_WRITE && resp.sent)
+                if (kind == CALL_WRITE)
                     r = err_set(err, TERN_EUNKNOWN, "etcd %s: cancelled after sending", path);
                 goto done;
             }
             if (r == TERN_ETOOLARGE)
                 goto done;
-            if (kind == CALL_WRITE && resp.sent) {
-                r = err_wrap(err, TERN_EUNKNOWN, "etcd %s: outcome unknown", path);
+            /* only a refused/failed connect proves the request was not
+             * sent (libcurl's upload counter does not cover a body sent
+             * along with the headers, so resp.sent alone is not enough) */
+            if (kind == CALL_WRITE && (resp.sent || r != TERN_EUNREACHABLE)) {
+                r = outcome_unknown(err, path);
                 goto done;
             }
             next = true;
@@ -916,7 +957,7 @@ static int call(struct etcd *c, const char *path, const char *body, size_t body_
             retry_same = true;
         } else if (unavailable) {
             if (kind == CALL_WRITE)
-                r = err_wrap(err, TERN_EUNKNOWN, "etcd %s: outcome unknown", path);
+                r = outcome_unknown(err, path);
             else
                 next = true;
         }
@@ -1087,8 +1128,8 @@ static int lease_call(struct etcd *c, const char *path, cJSON *q, enum call_kind
     return r;
 }
 
-int etcd_lease_grant(struct etcd *c, int64_t ttl_s, int64_t id, int64_t *ret_id,
-                     int64_t *ret_ttl, struct tern_err *err)
+int etcd_lease_grant(struct etcd *c, int64_t ttl_s, int64_t id, int64_t *ret_id, int64_t *ret_ttl,
+                     struct tern_err *err)
 {
     if (ttl_s <= 0)
         return err_set(err, TERN_EINVALID, "etcd lease grant: ttl must be > 0");
@@ -1272,11 +1313,11 @@ struct watch_msg {
     bool created;
     bool canceled;
     int64_t compact_revision;
-    const char *cancel_reason;  /* borrowed from the tree */
-    struct etcd_event *events;  /* owned */
+    const char *cancel_reason; /* borrowed from the tree */
+    struct etcd_event *events; /* owned */
     size_t nevents;
-    bool is_error;              /* {"error": {...}} line */
-    int error_code;             /* mapped code for is_error */
+    bool is_error;  /* {"error": {...}} line */
+    int error_code; /* mapped code for is_error */
 };
 
 static void watch_msg_done(struct watch_msg *m)
@@ -1307,8 +1348,8 @@ static int dec_watch_line(const cJSON *j, struct watch_msg *m, struct tern_err *
         r = dec_bool(res, "result", "canceled", &m->canceled, err);
     if (!r)
         r = dec_i64(res, "result", "compact_revision", &m->compact_revision, err);
-    if (!r && json_get_string(res, "result", "cancel_reason", JSON_OPTIONAL, &m->cancel_reason,
-                              err))
+    if (!r &&
+        json_get_string(res, "result", "cancel_reason", JSON_OPTIONAL, &m->cancel_reason, err))
         r = TERN_EPARSE;
     const cJSON *arr = NULL;
     if (!r && json_get_array(res, "result", "events", JSON_OPTIONAL, &arr, err))
@@ -1359,14 +1400,14 @@ static int dec_watch_line(const cJSON *j, struct watch_msg *m, struct tern_err *
 struct watch_state {
     etcd_watch_fn fn;
     void *ctx;
-    int64_t next_rev;         /* first revision not yet delivered */
+    int64_t next_rev; /* first revision not yet delivered */
     int64_t compact_rev;
-    bool created;             /* this stream was created */
-    int stop;                 /* why on_line stopped the stream */
+    bool created; /* this stream was created */
+    int stop;     /* why on_line stopped the stream */
     struct tern_err *err;
 };
 
-#define WATCH_STOP_CALLER 1    /* fn returned non-zero (value in user_rc) */
+#define WATCH_STOP_CALLER 1 /* fn returned non-zero (value in user_rc) */
 
 static int watch_on_line(void *ctx, const char *line, size_t len)
 {
@@ -1491,10 +1532,17 @@ int etcd_watch(struct etcd *c, const struct etcd_watch_req *req, etcd_watch_fn f
         auth = auth_header(c);
         const char *hdrs[] = {"Content-Type: application/json", auth, NULL};
         struct httpc_request hr = {
-            .method = "POST", .url = url, .headers = hdrs, .body = body,
-            .body_len = strlen(body), .connect_timeout_ms = c->connect_timeout_ms,
-            .idle_timeout_ms = req->idle_timeout_ms, .tls = c->has_tls ? &c->tls : NULL,
-            .on_line = watch_on_line, .ctx = &st, .max_line = TERN_HTTP_MAX_LINE,
+            .method = "POST",
+            .url = url,
+            .headers = hdrs,
+            .body = body,
+            .body_len = strlen(body),
+            .connect_timeout_ms = c->connect_timeout_ms,
+            .idle_timeout_ms = req->idle_timeout_ms,
+            .tls = c->has_tls ? &c->tls : NULL,
+            .on_line = watch_on_line,
+            .ctx = &st,
+            .max_line = TERN_HTTP_MAX_LINE,
             .cancel = cancel,
         };
         st.created = false;
@@ -1546,4 +1594,63 @@ int etcd_watch(struct etcd *c, const struct etcd_watch_req *req, etcd_watch_fn f
             return err_set(err, -ECANCELED, "watch: cancelled");
         backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
     }
+}
+
+int etcd_check_reply(enum etcd_reply_kind kind, const char *body, size_t len, struct tern_err *err)
+{
+    cJSON *j = NULL;
+    int r = json_parse(body, len, &j, err);
+    if (r)
+        return r == TERN_ETOOLARGE ? r : TERN_EPARSE;
+    switch (kind) {
+    case ETCD_REPLY_RANGE: {
+        struct etcd_range_resp x;
+        r = dec_range(j, &x, err);
+        if (!r)
+            etcd_range_resp_done(&x);
+        break;
+    }
+    case ETCD_REPLY_PUT: {
+        struct etcd_put_resp x;
+        r = dec_put(j, &x, err);
+        if (!r)
+            etcd_put_resp_done(&x);
+        break;
+    }
+    case ETCD_REPLY_DELETE: {
+        struct etcd_delete_resp x;
+        r = dec_delete(j, &x, err);
+        if (!r)
+            etcd_delete_resp_done(&x);
+        break;
+    }
+    case ETCD_REPLY_TXN: {
+        struct etcd_txn_resp x;
+        r = dec_txn(j, &x, err);
+        if (!r)
+            etcd_txn_resp_done(&x);
+        break;
+    }
+    case ETCD_REPLY_WATCH_LINE: {
+        struct watch_msg m;
+        r = dec_watch_line(j, &m, err);
+        if (!r) {
+            if (m.is_error)
+                r = m.error_code;
+            watch_msg_done(&m);
+        }
+        break;
+    }
+    case ETCD_REPLY_ERROR: {
+        bool un;
+        map_error(400, j, &un, err);
+        r = 0;
+        break;
+    }
+    default:
+        r = err_set(err, TERN_EINVALID, "etcd_check_reply: bad kind");
+        break;
+    }
+    cJSON_Delete(j);
+    return r;
 }

@@ -65,13 +65,13 @@
 struct etcd;
 
 struct etcd_config {
-    const char *const *endpoints;  /* base URLs, no trailing path; required */
-    size_t nendpoints;             /* >= 1, <= TERN_ETCD_MAX_ENDPOINTS */
-    const struct httpc_tls *tls;   /* client cert / CA for https endpoints, or NULL */
-    const char *username;          /* etcd auth; NULL = auth disabled */
+    const char *const *endpoints; /* base URLs, no trailing path; required */
+    size_t nendpoints;            /* >= 1, <= TERN_ETCD_MAX_ENDPOINTS */
+    const struct httpc_tls *tls;  /* client cert / CA for https endpoints, or NULL */
+    const char *username;         /* etcd auth; NULL = auth disabled */
     const char *password;
-    long timeout_ms;               /* each unary request; 0 = 5000 */
-    long connect_timeout_ms;       /* 0 = 2000 */
+    long timeout_ms;         /* each unary request; 0 = 5000 */
+    long connect_timeout_ms; /* 0 = 2000 */
 };
 
 /* Creates a client (copies cfg and everything it points to). Does not contact
@@ -91,7 +91,7 @@ void etcd_endpoints_free(char **eps);
 /* ---- data ---------------------------------------------------------------- */
 
 struct etcd_header {
-    int64_t revision;   /* the store's revision when the request was served */
+    int64_t revision; /* the store's revision when the request was served */
     uint64_t cluster_id;
     uint64_t member_id;
     int64_t raft_term;
@@ -126,28 +126,33 @@ struct etcd_keys {
 /* ---- range ---------------------------------------------------------------- */
 
 enum etcd_sort_order { ETCD_SORT_NONE = 0, ETCD_SORT_ASCEND, ETCD_SORT_DESCEND };
-enum etcd_sort_target { ETCD_SORT_KEY = 0, ETCD_SORT_VERSION, ETCD_SORT_CREATE,
-                        ETCD_SORT_MOD, ETCD_SORT_VALUE };
+enum etcd_sort_target {
+    ETCD_SORT_KEY = 0,
+    ETCD_SORT_VERSION,
+    ETCD_SORT_CREATE,
+    ETCD_SORT_MOD,
+    ETCD_SORT_VALUE
+};
 
 struct etcd_range_req {
     struct etcd_keys keys;
-    int64_t limit;        /* 0 = no limit (bounded by TERN_ETCD_MAX_RESPONSE) */
-    int64_t revision;     /* 0 = latest; an older revision may be compacted */
-    bool keys_only;       /* omit values */
-    bool count_only;      /* only count, no kvs */
-    bool serializable;    /* served by the local member without quorum */
-    enum etcd_sort_order sort_order;   /* default: by key ascending */
+    int64_t limit;                   /* 0 = no limit (bounded by TERN_ETCD_MAX_RESPONSE) */
+    int64_t revision;                /* 0 = latest; an older revision may be compacted */
+    bool keys_only;                  /* omit values */
+    bool count_only;                 /* only count, no kvs */
+    bool serializable;               /* served by the local member without quorum */
+    enum etcd_sort_order sort_order; /* default: by key ascending */
     enum etcd_sort_target sort_target;
-    int64_t min_mod_revision;          /* 0 = no filter */
+    int64_t min_mod_revision; /* 0 = no filter */
     int64_t max_mod_revision;
 };
 
 struct etcd_range_resp {
     struct etcd_header header;
-    struct etcd_kv *kvs;  /* nkvs entries, in key order (or sort order) */
+    struct etcd_kv *kvs; /* nkvs entries, in key order (or sort order) */
     size_t nkvs;
-    bool more;            /* more keys exist beyond limit */
-    int64_t count;        /* number of keys in the range (ignores limit) */
+    bool more;     /* more keys exist beyond limit */
+    int64_t count; /* number of keys in the range (ignores limit) */
 };
 
 /* Reads a range. Returns 0 and fills *ret; errors as above (TERN_ECOMPACTED
@@ -173,10 +178,10 @@ struct etcd_put_req {
     const char *key;
     const void *value;
     size_t value_len;
-    int64_t lease;        /* 0 = none */
-    bool prev_kv;         /* return the previous kv */
-    bool ignore_value;    /* keep the current value (update lease only) */
-    bool ignore_lease;    /* keep the current lease */
+    int64_t lease;     /* 0 = none */
+    bool prev_kv;      /* return the previous kv */
+    bool ignore_value; /* keep the current value (update lease only) */
+    bool ignore_lease; /* keep the current lease */
 };
 
 struct etcd_put_resp {
@@ -191,12 +196,12 @@ void etcd_put_resp_done(struct etcd_put_resp *r);
 
 struct etcd_delete_req {
     struct etcd_keys keys;
-    bool prev_kv;         /* return the deleted kvs */
+    bool prev_kv; /* return the deleted kvs */
 };
 
 struct etcd_delete_resp {
     struct etcd_header header;
-    int64_t deleted;      /* number of keys deleted */
+    int64_t deleted; /* number of keys deleted */
     struct etcd_kv *prev_kvs;
     size_t nprev_kvs;
 };
@@ -208,21 +213,21 @@ void etcd_delete_resp_done(struct etcd_delete_resp *r);
 /* ---- txn --------------------------------------------------------------- */
 
 enum etcd_cmp_target {
-    ETCD_CMP_VERSION = 0,  /* number of writes since creation; 0 = absent */
-    ETCD_CMP_CREATE,       /* create_revision; 0 = absent */
-    ETCD_CMP_MOD,          /* mod_revision; 0 = absent */
-    ETCD_CMP_VALUE,        /* value bytes */
-    ETCD_CMP_LEASE,        /* lease id */
+    ETCD_CMP_VERSION = 0, /* number of writes since creation; 0 = absent */
+    ETCD_CMP_CREATE,      /* create_revision; 0 = absent */
+    ETCD_CMP_MOD,         /* mod_revision; 0 = absent */
+    ETCD_CMP_VALUE,       /* value bytes */
+    ETCD_CMP_LEASE,       /* lease id */
 };
 
 enum etcd_cmp_result { ETCD_CMP_EQUAL = 0, ETCD_CMP_GREATER, ETCD_CMP_LESS, ETCD_CMP_NOT_EQUAL };
 
 struct etcd_compare {
-    struct etcd_keys keys;        /* usually a single key */
+    struct etcd_keys keys; /* usually a single key */
     enum etcd_cmp_target target;
     enum etcd_cmp_result result;
-    int64_t number;               /* for VERSION/CREATE/MOD/LEASE */
-    const void *value;            /* for VALUE */
+    int64_t number;    /* for VERSION/CREATE/MOD/LEASE */
+    const void *value; /* for VALUE */
     size_t value_len;
 };
 
@@ -237,9 +242,12 @@ struct etcd_op {
 };
 
 struct etcd_txn_req {
-    const struct etcd_compare *cmps;  size_t ncmps;
-    const struct etcd_op *success;    size_t nsuccess;
-    const struct etcd_op *failure;    size_t nfailure;
+    const struct etcd_compare *cmps;
+    size_t ncmps;
+    const struct etcd_op *success;
+    size_t nsuccess;
+    const struct etcd_op *failure;
+    size_t nfailure;
 };
 
 /* The response of one op, in branch order; the member matching type is set. */
@@ -251,9 +259,9 @@ struct etcd_op_resp {
 };
 
 struct etcd_txn_resp {
-    struct etcd_header header;     /* header.revision: the store revision after the txn */
-    bool succeeded;                /* all compares held: the success branch ran */
-    struct etcd_op_resp *responses;/* responses of the branch that ran */
+    struct etcd_header header;      /* header.revision: the store revision after the txn */
+    bool succeeded;                 /* all compares held: the success branch ran */
+    struct etcd_op_resp *responses; /* responses of the branch that ran */
     size_t nresponses;
 };
 
@@ -283,8 +291,8 @@ int etcd_compact(struct etcd *c, int64_t revision, bool physical, struct tern_er
 
 /* Grants a lease of ttl_s seconds (id 0 = etcd picks one). Returns 0 with
  * *ret_id and *ret_ttl (may be NULL) set. */
-int etcd_lease_grant(struct etcd *c, int64_t ttl_s, int64_t id, int64_t *ret_id,
-                     int64_t *ret_ttl, struct tern_err *err);
+int etcd_lease_grant(struct etcd *c, int64_t ttl_s, int64_t id, int64_t *ret_id, int64_t *ret_ttl,
+                     struct tern_err *err);
 /* Revokes a lease, deleting every key attached to it. Returns 0 or
  * TERN_ENOTFOUND (already expired or revoked), ... */
 int etcd_lease_revoke(struct etcd *c, int64_t id, struct tern_err *err);
@@ -317,9 +325,9 @@ enum etcd_event_type { ETCD_EVENT_PUT = 0, ETCD_EVENT_DELETE };
 
 struct etcd_event {
     enum etcd_event_type type;
-    struct etcd_kv kv;         /* for DELETE: key and mod_revision (the delete's) only */
+    struct etcd_kv kv; /* for DELETE: key and mod_revision (the delete's) only */
     bool has_prev_kv;
-    struct etcd_kv prev_kv;    /* with prev_kv requested and the key existed */
+    struct etcd_kv prev_kv; /* with prev_kv requested and the key existed */
 };
 
 /* One watch response: a batch of events with the same header revision (all
@@ -328,23 +336,23 @@ struct etcd_watch_batch {
     struct etcd_header header;
     const struct etcd_event *events;
     size_t nevents;
-    bool progress;   /* no events: everything up to header.revision has been seen */
+    bool progress; /* no events: everything up to header.revision has been seen */
 };
 
 struct etcd_watch_req {
     struct etcd_keys keys;
-    int64_t start_revision;   /* first revision to deliver; 0 = from now */
-    bool prev_kv;             /* include the previous kv of each event */
-    bool progress_notify;     /* ask etcd for periodic progress notifications */
-    bool no_put;              /* filter out puts */
-    bool no_delete;           /* filter out deletes */
+    int64_t start_revision; /* first revision to deliver; 0 = from now */
+    bool prev_kv;           /* include the previous kv of each event */
+    bool progress_notify;   /* ask etcd for periodic progress notifications */
+    bool no_put;            /* filter out puts */
+    bool no_delete;         /* filter out deletes */
     /* reconnection: after the stream breaks, reconnect (on the next endpoint
      * when one fails) from the revision after the last one delivered, with
      * exponential backoff (100 ms doubling up to 5 s). Give up with the
      * last error after this long without a working stream; 0 = 30 s,
      * negative = never give up (until cancelled). */
     long give_up_ms;
-    long idle_timeout_ms;     /* a stream silent this long is reconnected; 0 = off */
+    long idle_timeout_ms; /* a stream silent this long is reconnected; 0 = off */
 };
 
 /* Called for every batch, from the watching thread. The batch and
@@ -366,5 +374,22 @@ typedef int (*etcd_watch_fn)(void *ctx, const struct etcd_watch_batch *b);
  * across reconnects. */
 int etcd_watch(struct etcd *c, const struct etcd_watch_req *req, etcd_watch_fn fn, void *ctx,
                atomic_bool *cancel, int64_t *ret_compact_revision, struct tern_err *err);
+
+/* ---- checking replies (tests, fuzzing) --------------------------------- */
+
+enum etcd_reply_kind {
+    ETCD_REPLY_RANGE = 0,
+    ETCD_REPLY_PUT,
+    ETCD_REPLY_DELETE,
+    ETCD_REPLY_TXN,
+    ETCD_REPLY_WATCH_LINE,
+    ETCD_REPLY_ERROR, /* an error body: always 0, maps it */
+};
+
+/* Parses and decodes one gateway reply body of the given kind with the
+ * client's own decoders, then discards it. Returns 0 if it is well-formed,
+ * TERN_EPARSE (or the mapped code of an error body / error line) otherwise.
+ * Pure; exists so the decoders can be fuzzed and tested from outside. */
+int etcd_check_reply(enum etcd_reply_kind kind, const char *body, size_t len, struct tern_err *err);
 
 #endif

@@ -3,7 +3,8 @@
  * Keys per session UID (see docs/journal.md for the full schema):
  *   /tern/v1/s/<uid>/meta                 {"namespace","name","createdAt"}
  *   /tern/v1/s/<uid>/ev/<seq %016x>       one event (JSON), never rewritten
- *   /tern/v1/s/<uid>/ev/<seq>/c/<id>/<i>  chunks of an oversize event's data
+ *   /tern/v1/s/<uid>/ch/<seq %016x>/<id>/<i %04x>
+ *                                         chunks of an oversize event's data
  *   /tern/v1/s/<uid>/sum                  the summary (a fold over the events)
  *   /tern/v1/s/<uid>/lock                 the turn lock, bound to a lease
  *
@@ -71,7 +72,7 @@ enum journal_type {
     JOURNAL_EV_FORKED_FROM,
     JOURNAL_EV_LIMIT_REACHED,
     JOURNAL_EV_ERROR,
-    JOURNAL_EV_SNAPSHOT,    /* compaction: data {"upto", "summary", "state"} */
+    JOURNAL_EV_SNAPSHOT, /* compaction: data {"upto", "summary", "state"} */
 };
 
 /* "user_message" ... for a known type, NULL for UNKNOWN. */
@@ -81,14 +82,14 @@ enum journal_type journal_type_parse(const char *name);
 
 /* One decoded event. */
 struct journal_event {
-    int v;                  /* schema version it was stored with (0 or 1) */
-    uint64_t seq;           /* 1, 2, 3, ... without gaps */
+    int v;        /* schema version it was stored with (0 or 1) */
+    uint64_t seq; /* 1, 2, 3, ... without gaps */
     enum journal_type type;
-    char *type_name;        /* the stored type string (also for UNKNOWN) */
-    char *time;             /* RFC 3339 UTC with nanoseconds */
-    int64_t turn;           /* turn number (0 = between turns) */
-    char *key;              /* idempotency key, or NULL */
-    cJSON *data;            /* always an object (empty if absent) */
+    char *type_name; /* the stored type string (also for UNKNOWN) */
+    char *time;      /* RFC 3339 UTC with nanoseconds */
+    int64_t turn;    /* turn number (0 = between turns) */
+    char *key;       /* idempotency key, or NULL */
+    cJSON *data;     /* always an object (empty if absent) */
 };
 
 void journal_event_done(struct journal_event *ev);
@@ -108,7 +109,7 @@ char *journal_event_encode(const struct journal_event *ev);
 
 /* The summary (value of the sum key): a pure fold over the events. */
 struct journal_pending {
-    char *id;               /* approval id, NULL when nothing is pending */
+    char *id; /* approval id, NULL when nothing is pending */
     char *tool;
     char *summary;
     char *requested_at;
@@ -124,13 +125,13 @@ struct journal_usage {
 
 struct journal_summary {
     uint64_t last_seq;
-    int64_t turn;           /* highest turn seen */
+    int64_t turn; /* highest turn seen */
     struct journal_usage usage;
-    int64_t messages;       /* user_message events */
+    int64_t messages; /* user_message events */
     struct journal_pending pending;
-    char *outcome;          /* last turn_finished outcome; NULL while a turn runs */
-    uint64_t snapshot_seq;  /* seq of the latest snapshot event, 0 if none */
-    char *updated;          /* time of the last event */
+    char *outcome;         /* last turn_finished outcome; NULL while a turn runs */
+    uint64_t snapshot_seq; /* seq of the latest snapshot event, 0 if none */
+    char *updated;         /* time of the last event */
 };
 
 void journal_summary_init(struct journal_summary *s);
@@ -158,14 +159,31 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
 struct journal;
 
 struct journal_opts {
-    long retry_ms;          /* budget for retrying unreachable etcd / resolving
-                             * unknown outcomes within one call; 0 = 30000 */
-    size_t page_size;       /* replay page; 0 = 1000 events */
+    long retry_ms;    /* budget for retrying unreachable etcd / resolving
+                       * unknown outcomes within one call; 0 = 30000 */
+    size_t page_size; /* replay page; 0 = 1000 events */
 };
 
 /* The key prefix "/tern/v1/s/<uid>/" (newly allocated). uid: 1..128 chars of
  * [A-Za-z0-9._-]. Returns NULL for a bad uid. */
 char *journal_prefix(const char *uid);
+
+/* What a key under /tern/v1/s/ is (for a watch over all sessions, e.g. the
+ * operator's summary watch: it sees every key and keeps the sum ones). */
+enum journal_key_kind {
+    JOURNAL_KEY_OTHER = 0, /* not a journal key */
+    JOURNAL_KEY_META,
+    JOURNAL_KEY_EVENT, /* *ret_seq set */
+    JOURNAL_KEY_CHUNK,
+    JOURNAL_KEY_SUM,
+    JOURNAL_KEY_LOCK,
+};
+#define JOURNAL_ALL_PREFIX "/tern/v1/s/"
+
+/* Classifies key; for journal keys copies the session uid into uid (at
+ * least TERN_JOURNAL_MAX_UID + 1 bytes) and, for events, sets *ret_seq (may
+ * be NULL). Pure. */
+enum journal_key_kind journal_key_parse(const char *key, char *uid, uint64_t *ret_seq);
 
 /* Opens one session's journal: reads sum (its value and revision) so the
  * handle can append. A journal without a sum key (new, or written by schema
@@ -176,8 +194,7 @@ int journal_open(struct etcd *c, const char *uid, const struct journal_opts *opt
 void journal_free(struct journal *j);
 
 /* Writes meta if absent ({"namespace","name","createdAt"}). Idempotent. */
-int journal_create_meta(struct journal *j, const char *ns, const char *name,
-                        struct tern_err *err);
+int journal_create_meta(struct journal *j, const char *ns, const char *name, struct tern_err *err);
 
 /* The handle's current view: summary (borrowed, valid until the next call on
  * j) and the summary revision it will compare against. */
@@ -188,9 +205,9 @@ int64_t journal_seen_revision(const struct journal *j);
  * NULL (stored as {}); it is borrowed. */
 struct journal_append_req {
     enum journal_type type;
-    const char *type_name;  /* overrides type when non-NULL (future types) */
+    const char *type_name; /* overrides type when non-NULL (future types) */
     int64_t turn;
-    const char *key;        /* idempotency key or NULL */
+    const char *key; /* idempotency key or NULL */
     const cJSON *data;
 };
 
@@ -209,6 +226,16 @@ int journal_append(struct journal *j, const struct journal_append_req *req, uint
  * appends again. Returns 0, or an etcd error (still unresolved). */
 int journal_resolve(struct journal *j, bool *ret_committed, uint64_t *ret_seq,
                     struct tern_err *err);
+
+/* Counters of one handle (for tests, metrics and the benchmark). */
+struct journal_stats {
+    uint64_t appends;          /* committed appends */
+    uint64_t unknown_outcomes; /* commit replies lost, resolved by read-back */
+    uint64_t resends;          /* commits re-sent after a read-back found them absent */
+    uint64_t retries;          /* retries after etcd was unreachable */
+    uint64_t chunked;          /* appends stored in chunks */
+};
+void journal_get_stats(const struct journal *j, struct journal_stats *ret);
 
 /* Re-reads sum after TERN_EFENCED (adopting the other writer's progress). */
 int journal_refresh(struct journal *j, struct tern_err *err);
@@ -240,7 +267,8 @@ int journal_replay(struct journal *j, uint64_t from_seq, journal_event_fn fn, vo
  * ev/ prefix). If etcd compacts the watched revision away, the tail relists
  * from the next undelivered seq and resumes, so nothing is missed or
  * repeated. Blocks until fn returns non-zero (returned), *cancel is raised
- * (-ECANCELED) or an unrecoverable error. */
+ * (-ECANCELED) or an error (etcd unreachable for longer than retry_ms, a
+ * malformed event). */
 int journal_tail(struct journal *j, uint64_t from_seq, journal_event_fn fn, void *ctx,
                  atomic_bool *cancel, struct tern_err *err);
 
@@ -260,8 +288,8 @@ int journal_compact(struct journal *j, const cJSON *state, bool drop_old, uint64
  * the copy starts at the latest snapshot <= upto_seq; TERN_ECOMPACTED when
  * none is available. Returns 0 and the number of events copied by this
  * call in *ret_copied (may be NULL). */
-int journal_copy_until(struct etcd *c, const char *src_uid, const char *dst_uid,
-                       uint64_t upto_seq, uint64_t *ret_copied, struct tern_err *err);
+int journal_copy_until(struct etcd *c, const char *src_uid, const char *dst_uid, uint64_t upto_seq,
+                       uint64_t *ret_copied, struct tern_err *err);
 
 /* Deletes every key of the session (events, chunks, sum, meta, lock). */
 int journal_delete(struct etcd *c, const char *uid, struct tern_err *err);

@@ -87,16 +87,35 @@ int quantity_parse(const char *s, struct quantity *ret)
             dec = eneg ? -e : e;
         } else if (p[1] == '\0') {
             switch (*p) {
-            case 'n': dec = -9; break;
-            case 'u': dec = -6; break;
-            case 'm': dec = -3; break;
-            case 'k': dec = 3; break;
-            case 'M': dec = 6; break;
-            case 'G': dec = 9; break;
-            case 'T': dec = 12; break;
-            case 'P': dec = 15; break;
-            case 'E': dec = 18; break;
-            default: return -EINVAL;
+            case 'n':
+                dec = -9;
+                break;
+            case 'u':
+                dec = -6;
+                break;
+            case 'm':
+                dec = -3;
+                break;
+            case 'k':
+                dec = 3;
+                break;
+            case 'M':
+                dec = 6;
+                break;
+            case 'G':
+                dec = 9;
+                break;
+            case 'T':
+                dec = 12;
+                break;
+            case 'P':
+                dec = 15;
+                break;
+            case 'E':
+                dec = 18;
+                break;
+            default:
+                return -EINVAL;
             }
         } else {
             return -EINVAL;

@@ -304,7 +304,8 @@ static int get_cm_ref(const cJSON *holder, const char *path, char **ret, struct 
         return r;
     const cJSON *ref = NULL;
     char rpath[PATH_MAX_LEN];
-    if ((r = get_object(holder, path, "configMapRef", JSON_REQUIRED, name_fields, &ref, rpath, err)))
+    if ((r = get_object(holder, path, "configMapRef", JSON_REQUIRED, name_fields, &ref, rpath,
+                        err)))
         return r;
     return get_name(ref, rpath, "name", JSON_REQUIRED, ret, err);
 }
@@ -494,8 +495,8 @@ static int parse_permissions(const cJSON *spec, struct session_spec *s, struct t
                                "write_file, list_files",
                                path, i);
             if (tools & t)
-                return err_set(err, TERN_EINVALID, "%s.tools[%zu]: duplicate value \"%s\"", path,
-                               i, it->valuestring);
+                return err_set(err, TERN_EINVALID, "%s.tools[%zu]: duplicate value \"%s\"", path, i,
+                               it->valuestring);
             tools |= t;
         }
         s->permissions.tools = tools;
@@ -515,8 +516,8 @@ static int parse_permissions(const cJSON *spec, struct session_spec *s, struct t
             const char *v = it->valuestring;
             if (utf8_chars(v) > SESSION_MAX_PATTERN_LEN)
                 return err_set(err, TERN_EINVALID,
-                               "%s.requiresApproval[%zu]: must be no more than %d characters",
-                               path, i, SESSION_MAX_PATTERN_LEN);
+                               "%s.requiresApproval[%zu]: must be no more than %d characters", path,
+                               i, SESSION_MAX_PATTERN_LEN);
             const char *colon = strchr(v, ':');
             char tname[16] = "";
             if (colon && (size_t)(colon - v) < sizeof tname) {
@@ -575,9 +576,9 @@ static int parse_permissions(const cJSON *spec, struct session_spec *s, struct t
 
 static int parse_limits(const cJSON *spec, struct session_spec *s, struct tern_err *err)
 {
-    static const char *const fields[] = {"timeoutSeconds", "maxModelTurns", "maxToolCalls",
-                                         "maxTokens",      "maxCostMicroUSD", "cpu",
-                                         "memory",         NULL};
+    static const char *const fields[] = {
+        "timeoutSeconds",  "maxModelTurns", "maxToolCalls", "maxTokens",
+        "maxCostMicroUSD", "cpu",           "memory",       NULL};
     const cJSON *l = NULL;
     char path[PATH_MAX_LEN];
     int r = get_object(spec, "spec", "limits", JSON_OPTIONAL, fields, &l, path, err);
@@ -777,8 +778,8 @@ static void set_defaults(struct session_spec *s)
 int session_spec_parse(const cJSON *obj, struct session_spec **ret, struct tern_err *err)
 {
     static const char *const spec_fields[] = {
-        "objective", "identity", "context", "skills",   "memory",   "messages", "permissions",
-        "limits",    "model",    "sandbox", "approval", "suspend",  "forkFrom", NULL};
+        "objective", "identity", "context", "skills",   "memory",  "messages", "permissions",
+        "limits",    "model",    "sandbox", "approval", "suspend", "forkFrom", NULL};
     static const char *const identity_fields[] = {"serviceAccountName", NULL};
     static const char *const memory_fields[] = {"configMapRef", NULL};
     struct session_spec *s = xcalloc(1, sizeof *s);
@@ -899,10 +900,9 @@ int session_spec_check_update(const struct session_spec *old, const struct sessi
     if (old->fork_from.set != cur->fork_from.set)
         return err_set(err, TERN_EINVALID,
                        "spec.forkFrom: can only be set when the session is created");
-    if (old->fork_from.set &&
-        (!str_eq(old->fork_from.session, cur->fork_from.session) ||
-         !str_eq(old->fork_from.uid, cur->fork_from.uid) ||
-         old->fork_from.at_seq != cur->fork_from.at_seq))
+    if (old->fork_from.set && (!str_eq(old->fork_from.session, cur->fork_from.session) ||
+                               !str_eq(old->fork_from.uid, cur->fork_from.uid) ||
+                               old->fork_from.at_seq != cur->fork_from.at_seq))
         return err_set(err, TERN_EINVALID, "spec.forkFrom: forkFrom is immutable");
     if (cur->nmessages < old->nmessages)
         return err_set(err, TERN_EINVALID,

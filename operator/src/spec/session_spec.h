@@ -23,43 +23,45 @@
 #include <stdint.h>
 
 /* Defaults (the CRD's `default:` values; a unit test checks they agree). */
-#define SESSION_DEFAULT_TIMEOUT_SECONDS        3600
-#define SESSION_DEFAULT_MAX_MODEL_TURNS        50
-#define SESSION_DEFAULT_MAX_TOOL_CALLS         200
-#define SESSION_DEFAULT_MAX_TOKENS             2000000
-#define SESSION_DEFAULT_MAX_COST_MICRO_USD     0 /* 0 = no cost limit */
-#define SESSION_DEFAULT_CPU                    "1"
-#define SESSION_DEFAULT_MEMORY                 "1Gi"
-#define SESSION_DEFAULT_MODEL                  "gpt-5.6-mini"
-#define SESSION_DEFAULT_BASE_URL               "https://api.openai.com/v1"
-#define SESSION_DEFAULT_WORKSPACE_SIZE         "5Gi"
-#define SESSION_DEFAULT_IDLE_SUSPEND_SECONDS   600
-#define SESSION_DEFAULT_APPROVAL_TIMEOUT       86400
-#define SESSION_DEFAULT_WRITABLE               {"working/**", "output/**"}
+#define SESSION_DEFAULT_TIMEOUT_SECONDS      3600
+#define SESSION_DEFAULT_MAX_MODEL_TURNS      50
+#define SESSION_DEFAULT_MAX_TOOL_CALLS       200
+#define SESSION_DEFAULT_MAX_TOKENS           2000000
+#define SESSION_DEFAULT_MAX_COST_MICRO_USD   0 /* 0 = no cost limit */
+#define SESSION_DEFAULT_CPU                  "1"
+#define SESSION_DEFAULT_MEMORY               "1Gi"
+#define SESSION_DEFAULT_MODEL                "gpt-5.6-mini"
+#define SESSION_DEFAULT_BASE_URL             "https://api.openai.com/v1"
+#define SESSION_DEFAULT_WORKSPACE_SIZE       "5Gi"
+#define SESSION_DEFAULT_IDLE_SUSPEND_SECONDS 600
+#define SESSION_DEFAULT_APPROVAL_TIMEOUT     86400
+/* clang-format off */
+#define SESSION_DEFAULT_WRITABLE {"working/**", "output/**"}
+/* clang-format on */
 
 /* Bounds (the CRD's maxLength/maxItems/maximum). */
-#define SESSION_MAX_NAME                48      /* metadata.name */
-#define SESSION_MAX_OBJECTIVE           32768
-#define SESSION_MAX_CONTEXT_TEXT        65536
-#define SESSION_MAX_CONTEXT_FILES       32
-#define SESSION_MAX_REFERENCES          32
-#define SESSION_MAX_REFERENCE_LEN       2048
-#define SESSION_MAX_SKILLS              16
-#define SESSION_MAX_MESSAGES            256
-#define SESSION_MAX_MESSAGE_LEN         8192
-#define SESSION_MAX_APPROVAL_RULES      64
-#define SESSION_MAX_PATTERN_LEN         512
-#define SESSION_MAX_WRITABLE            32
-#define SESSION_MAX_NETWORK             32
-#define SESSION_MAX_SECONDS             2592000 /* 30 days */
-#define SESSION_MAX_MODEL_TURNS         100000
-#define SESSION_MAX_TOOL_CALLS          1000000
-#define SESSION_MAX_TOKENS              1000000000000LL
-#define SESSION_MAX_COST_MICRO_USD      1000000000000LL
-#define SESSION_MAX_MODEL_NAME          256
-#define SESSION_MAX_URL                 2048
-#define SESSION_MAX_IMAGE               512
-#define SESSION_MAX_FORK_UID            128
+#define SESSION_MAX_NAME           48 /* metadata.name */
+#define SESSION_MAX_OBJECTIVE      32768
+#define SESSION_MAX_CONTEXT_TEXT   65536
+#define SESSION_MAX_CONTEXT_FILES  32
+#define SESSION_MAX_REFERENCES     32
+#define SESSION_MAX_REFERENCE_LEN  2048
+#define SESSION_MAX_SKILLS         16
+#define SESSION_MAX_MESSAGES       256
+#define SESSION_MAX_MESSAGE_LEN    8192
+#define SESSION_MAX_APPROVAL_RULES 64
+#define SESSION_MAX_PATTERN_LEN    512
+#define SESSION_MAX_WRITABLE       32
+#define SESSION_MAX_NETWORK        32
+#define SESSION_MAX_SECONDS        2592000 /* 30 days */
+#define SESSION_MAX_MODEL_TURNS    100000
+#define SESSION_MAX_TOOL_CALLS     1000000
+#define SESSION_MAX_TOKENS         1000000000000LL
+#define SESSION_MAX_COST_MICRO_USD 1000000000000LL
+#define SESSION_MAX_MODEL_NAME     256
+#define SESSION_MAX_URL            2048
+#define SESSION_MAX_IMAGE          512
+#define SESSION_MAX_FORK_UID       128
 
 /* Tools, as bits of session_spec.permissions.tools. */
 enum session_tool {
@@ -83,10 +85,10 @@ struct session_approval_rule {
 };
 
 struct session_cidr {
-    int family;          /* AF_INET or AF_INET6 */
-    uint8_t addr[16];    /* network byte order; 4 bytes used for AF_INET */
-    int prefix;          /* 0..32 or 0..128 */
-    char *text;          /* as written */
+    int family;       /* AF_INET or AF_INET6 */
+    uint8_t addr[16]; /* network byte order; 4 bytes used for AF_INET */
+    int prefix;       /* 0..32 or 0..128 */
+    char *text;       /* as written */
 };
 
 struct session_spec {
@@ -100,8 +102,8 @@ struct session_spec {
     char *service_account; /* identity.serviceAccountName; NULL = default */
 
     struct {
-        char *text;                 /* NULL when absent */
-        char **files;               /* ConfigMap names */
+        char *text;   /* NULL when absent */
+        char **files; /* ConfigMap names */
         size_t nfiles;
         char **references;
         size_t nreferences;
@@ -143,7 +145,7 @@ struct session_spec {
         char *image;         /* NULL = the operator's --sandbox-image */
         char *runtime_class; /* NULL = cluster default */
         struct quantity workspace_size;
-        char *storage_class; /* NULL = cluster default */
+        char *storage_class;          /* NULL = cluster default */
         int64_t idle_suspend_seconds; /* 0 = never */
     } sandbox;
 

@@ -18,11 +18,11 @@
 
 struct anchor {
     char *name;
-    cJSON *node;   /* a private copy; NULL while the anchored node is being built */
-    char *text;    /* the scalar's original text (for aliases used as keys) or NULL */
-    size_t nodes;  /* nodes in the subtree */
-    size_t bytes;  /* scalar/key bytes in the subtree */
-    int height;    /* collection nesting inside the subtree (0 for a scalar) */
+    cJSON *node;  /* a private copy; NULL while the anchored node is being built */
+    char *text;   /* the scalar's original text (for aliases used as keys) or NULL */
+    size_t nodes; /* nodes in the subtree */
+    size_t bytes; /* scalar/key bytes in the subtree */
+    int height;   /* collection nesting inside the subtree (0 for a scalar) */
 };
 
 struct yp {
@@ -34,6 +34,8 @@ struct yp {
     unsigned aliases;
     struct anchor *anchors;
     size_t nanchors, capanchors;
+    size_t *ahash; /* name -> index + 1 of the latest definition */
+    size_t ahcap, ahn;
     char path[512];
     struct tern_err *err;
 };
@@ -107,6 +109,11 @@ static int account(struct yp *y, size_t nodes, size_t bytes)
 
 /* ---- anchors ---- */
 
+static uint64_t hash_str(const char *s);
+
+/* Anchors live in an array (definition order); an open-addressing table maps
+ * a name to the index of its latest definition, so lookups stay O(1) however
+ * many anchors a document defines. */
 static void anchors_clear(struct yp *y)
 {
     for (size_t i = 0; i < y->nanchors; i++) {
@@ -115,15 +122,27 @@ static void anchors_clear(struct yp *y)
         cJSON_Delete(y->anchors[i].node);
     }
     y->nanchors = 0;
+    if (y->ahash)
+        memset(y->ahash, 0, y->ahcap * sizeof *y->ahash);
+    y->ahn = 0;
+}
+
+/* The slot for name in the table (holding index + 1, or 0 if absent). */
+static size_t *anchor_slot(struct yp *y, const char *name)
+{
+    size_t j = hash_str(name) & (y->ahcap - 1);
+    while (y->ahash[j] && strcmp(y->anchors[y->ahash[j] - 1].name, name) != 0)
+        j = (j + 1) & (y->ahcap - 1);
+    return &y->ahash[j];
 }
 
 /* The latest definition of name (YAML lets an anchor be redefined), or NULL. */
 static struct anchor *anchor_find(struct yp *y, const char *name)
 {
-    for (size_t i = y->nanchors; i-- > 0;)
-        if (strcmp(y->anchors[i].name, name) == 0)
-            return &y->anchors[i];
-    return NULL;
+    if (!y->ahcap)
+        return NULL;
+    size_t v = *anchor_slot(y, name);
+    return v ? &y->anchors[v - 1] : NULL;
 }
 
 /* Starts an anchor definition; returns its index. */
@@ -133,13 +152,31 @@ static size_t anchor_begin(struct yp *y, const char *name)
         y->capanchors = y->capanchors ? y->capanchors * 2 : 16;
         y->anchors = xreallocarray(y->anchors, y->capanchors, sizeof *y->anchors);
     }
-    y->anchors[y->nanchors] = (struct anchor){.name = xstrdup(name)};
-    return y->nanchors++;
+    size_t idx = y->nanchors++;
+    y->anchors[idx] = (struct anchor){.name = xstrdup(name)};
+    if ((y->ahn + 1) * 2 > y->ahcap) {
+        size_t *old = y->ahash, oldcap = y->ahcap;
+        y->ahcap = oldcap ? oldcap * 2 : 32;
+        y->ahash = xcalloc(y->ahcap, sizeof *y->ahash);
+        y->ahn = 0;
+        for (size_t i = 0; i < oldcap; i++) {
+            if (!old[i])
+                continue;
+            *anchor_slot(y, y->anchors[old[i] - 1].name) = old[i];
+            y->ahn++;
+        }
+        free(old);
+    }
+    size_t *slot = anchor_slot(y, name);
+    if (!*slot)
+        y->ahn++;
+    *slot = idx + 1;
+    return idx;
 }
 
 /* Completes anchor idx with a copy of node. The copy counts as expansion. */
-static int anchor_end(struct yp *y, size_t idx, const cJSON *node, const char *text,
-                      size_t nodes, size_t bytes, int height)
+static int anchor_end(struct yp *y, size_t idx, const cJSON *node, const char *text, size_t nodes,
+                      size_t bytes, int height)
 {
     int r = account(y, nodes, bytes);
     if (r)
@@ -354,7 +391,7 @@ static enum resolved resolve_plain(const char *s, cJSON **ret_item)
                                         "True", "TRUE", "on",  "On",  "ON"};
     static const char *const falses[] = {"n",     "N",     "no",  "No",  "NO", "false",
                                          "False", "FALSE", "off", "Off", "OFF"};
-    static const char *const nonfinite[] = {".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF",
+    static const char *const nonfinite[] = {".nan",  ".NaN",  ".NAN",  ".inf",  ".Inf",  ".INF",
                                             "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF"};
     for (size_t i = 0; i < sizeof nulls / sizeof *nulls; i++)
         if (strcmp(s, nulls[i]) == 0)
@@ -456,11 +493,17 @@ static int scalar_item(struct yp *y, cJSON **ret)
         }
         rs = resolve_plain(text, &it);
         switch (rs) {
-        case R_NULL: *ret = cJSON_CreateNull(); return 0;
+        case R_NULL:
+            *ret = cJSON_CreateNull();
+            return 0;
         case R_NONFINITE:
             return YERR(y, TERN_EPARSE, "%s is not representable in JSON", text);
-        case R_STRING: *ret = string_item(text); return 0;
-        default: *ret = it; return 0;
+        case R_STRING:
+            *ret = string_item(text);
+            return 0;
+        default:
+            *ret = it;
+            return 0;
         }
     }
     if (tag_is(tag, "str") || tag_is(tag, "binary") || tag_is(tag, "timestamp")) {
@@ -699,22 +742,25 @@ static int parse_node(struct yp *y, int depth, cJSON **ret, int *ret_height)
         *ret_height = a->height;
         return 0;
     }
-    case YAML_SCALAR_EVENT: anchor = (const char *)e->data.scalar.anchor; break;
+    case YAML_SCALAR_EVENT:
+        anchor = (const char *)e->data.scalar.anchor;
+        break;
     case YAML_SEQUENCE_START_EVENT:
         anchor = (const char *)e->data.sequence_start.anchor;
         tag = (const char *)e->data.sequence_start.tag;
-        if (tag && (tag_is(tag, "map") || (strncmp(tag, TAG_PREFIX, sizeof TAG_PREFIX - 1) == 0 &&
-                                           !tag_is(tag, "seq"))))
+        if (tag && (tag_is(tag, "map") ||
+                    (strncmp(tag, TAG_PREFIX, sizeof TAG_PREFIX - 1) == 0 && !tag_is(tag, "seq"))))
             return YERR(y, TERN_EPARSE, "tag %s on a sequence", tag);
         break;
     case YAML_MAPPING_START_EVENT:
         anchor = (const char *)e->data.mapping_start.anchor;
         tag = (const char *)e->data.mapping_start.tag;
-        if (tag && (tag_is(tag, "seq") || (strncmp(tag, TAG_PREFIX, sizeof TAG_PREFIX - 1) == 0 &&
-                                           !tag_is(tag, "map"))))
+        if (tag && (tag_is(tag, "seq") ||
+                    (strncmp(tag, TAG_PREFIX, sizeof TAG_PREFIX - 1) == 0 && !tag_is(tag, "map"))))
             return YERR(y, TERN_EPARSE, "tag %s on a mapping", tag);
         break;
-    default: return YERR(y, TERN_EPARSE, "unexpected event");
+    default:
+        return YERR(y, TERN_EPARSE, "unexpected event");
     }
 
     size_t nodes0 = y->nodes, bytes0 = y->bytes;
@@ -836,6 +882,7 @@ out:
     cJSON_Delete(docs);
     anchors_clear(&y);
     free(y.anchors);
+    free(y.ahash);
     if (y.have_ev)
         yaml_event_delete(&y.ev);
     yaml_parser_delete(&y.parser);

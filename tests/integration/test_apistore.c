@@ -1,0 +1,235 @@
+/* test_apistore.c - the in-process storage and watch API of tern-dev
+ * (apistore + apiwatch) against a real etcd: what part 2's controllers use. */
+#include "harness.h"
+
+#include "../support/etcd_fixture.h"
+#include "apiserver/apirest.h"
+#include "apiserver/apistore.h"
+#include "apiserver/apiwatch.h"
+#include "base/mem.h"
+#include "base/num.h"
+#include "etcd/etcd.h"
+#include "json/json.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct etcd_fixture fx;
+
+static struct etcd *start(void)
+{
+    struct tern_err e = {0};
+    if (etcd_fixture_start(&fx, th_tmpdir(), NULL, &e))
+        th_fail(__FILE__, __LINE__, "etcd fixture: %s", e.msg);
+    const char *eps[] = {fx.url};
+    struct etcd *c = NULL;
+    ASSERT_OK(etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1}, &c, &e));
+    return c;
+}
+
+static cJSON *cm(const char *name, const char *v)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "kind", "ConfigMap");
+    cJSON *md = cJSON_AddObjectToObject(o, "metadata");
+    cJSON_AddStringToObject(md, "name", name);
+    cJSON_AddStringToObject(md, "resourceVersion", "999"); /* never stored */
+    cJSON *d = cJSON_AddObjectToObject(o, "data");
+    cJSON_AddStringToObject(d, "v", v);
+    return o;
+}
+
+static const char *rv(const cJSON *o)
+{
+    return json_get(json_get(o, "metadata"), "resourceVersion")->valuestring;
+}
+
+TEST_T(store_crud_with_revisions, 60)
+{
+    struct etcd *c = start();
+    struct apistore st;
+    apistore_init(&st, c);
+    struct tern_err e = {0};
+    cJSON *o = cm("a", "1");
+    int64_t r1 = 0, r2 = 0, r3 = 0;
+    ASSERT_OK(apistore_create(&st, "/registry/configmaps/ns/a", o, &r1, &e));
+    ASSERT_EQ_INT(apistore_create(&st, "/registry/configmaps/ns/a", o, &r2, &e), TERN_ECONFLICT);
+    cJSON *got = NULL;
+    int64_t grev = 0;
+    ASSERT_OK(apistore_get(&st, "/registry/configmaps/ns/a", &got, &grev, &e));
+    ASSERT_EQ_INT(grev, r1);
+    char b[21];
+    ASSERT_EQ_STR(rv(got), num_fmt_i64(r1, b));
+    cJSON_Delete(got);
+    ASSERT_OK(apistore_update(&st, "/registry/configmaps/ns/a", o, r1, &r2, &e));
+    ASSERT_CMP_INT(r2, >, r1);
+    ASSERT_EQ_INT(apistore_update(&st, "/registry/configmaps/ns/a", o, r1, &r3, &e), TERN_ECONFLICT);
+    ASSERT_EQ_INT(apistore_update(&st, "/registry/configmaps/ns/b", o, 5, &r3, &e), TERN_ENOTFOUND);
+    ASSERT_EQ_INT(apistore_delete(&st, "/registry/configmaps/ns/a", r1, &r3, &e), TERN_ECONFLICT);
+    ASSERT_OK(apistore_delete(&st, "/registry/configmaps/ns/a", r2, &r3, &e));
+    ASSERT_EQ_INT(apistore_get(&st, "/registry/configmaps/ns/a", &got, NULL, &e), TERN_ENOTFOUND);
+    ASSERT_EQ_INT(apistore_delete(&st, "/registry/configmaps/ns/a", 0, &r3, &e), TERN_ENOTFOUND);
+    cJSON_Delete(o);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+TEST_T(store_list_pages_at_one_revision, 60)
+{
+    struct etcd *c = start();
+    struct apistore st;
+    apistore_init(&st, c);
+    struct tern_err e = {0};
+    char name[64];
+    int64_t rev;
+    for (int i = 0; i < 25; i++) {
+        snprintf(name, sizeof(name), "/registry/configmaps/ns/c%02d", i);
+        cJSON *o = cm(name, "x");
+        ASSERT_OK(apistore_create(&st, name, o, &rev, &e));
+        cJSON_Delete(o);
+    }
+    /* a sibling prefix must not leak into the list */
+    cJSON *o = cm("other", "x");
+    ASSERT_OK(apistore_create(&st, "/registry/configmaps/ns2/c00", o, &rev, &e));
+    ASSERT_OK(apistore_create(&st, "/registry/configmaps/nsx", o, &rev, &e));
+    cJSON_Delete(o);
+    struct apistore_list l = {0};
+    ASSERT_OK(apistore_list(&st, "/registry/configmaps/ns/", NULL, 0, 10, &l, &e));
+    ASSERT_EQ_INT(l.n, 10);
+    ASSERT_EQ_STR(l.next_key, "/registry/configmaps/ns/c10");
+    int64_t at = l.revision;
+    char *next = xstrdup(l.next_key);
+    apistore_list_done(&l);
+    /* a write after the first page is not seen by the next pages */
+    o = cm("late", "x");
+    ASSERT_OK(apistore_create(&st, "/registry/configmaps/ns/c99", o, &rev, &e));
+    cJSON_Delete(o);
+    ASSERT_OK(apistore_list(&st, "/registry/configmaps/ns/", next, at, 0, &l, &e));
+    ASSERT_EQ_INT(l.n, 15);
+    ASSERT_NULL(l.next_key);
+    ASSERT_EQ_INT(l.revision, at);
+    apistore_list_done(&l);
+    free(next);
+    ASSERT_OK(apistore_list(&st, "/registry/configmaps/ns/", NULL, 0, 0, &l, &e));
+    ASSERT_EQ_INT(l.n, 26);
+    apistore_list_done(&l);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+TEST_T(hub_fans_out_with_previous_values_and_expires, 60)
+{
+    struct etcd *c = start();
+    struct apistore st;
+    apistore_init(&st, c);
+    struct tern_err e = {0};
+    int64_t start_rev = 0, rev;
+    ASSERT_OK(apistore_revision(&st, &start_rev, &e));
+    struct apiwatch_hub *h = NULL;
+    ASSERT_OK(apiwatch_hub_start(c, "/registry/", start_rev, 8, &h, &e));
+    struct apiwatch_sub *s1 = NULL, *s2 = NULL, *slow = NULL;
+    ASSERT_OK(apiwatch_subscribe(h, "/registry/configmaps/ns/", start_rev, &s1));
+    ASSERT_OK(apiwatch_subscribe(h, "/registry/secrets/", start_rev, &s2));
+    ASSERT_OK(apiwatch_subscribe(h, "/registry/", start_rev, &slow));
+    ASSERT_EQ_INT(apiwatch_subscribe(h, "/registry/", start_rev - 1, &s2), TERN_ECOMPACTED);
+    cJSON *o = cm("w", "1");
+    int64_t r1, r2, r3;
+    ASSERT_OK(apistore_create(&st, "/registry/configmaps/ns/w", o, &r1, &e));
+    ASSERT_OK(apistore_update(&st, "/registry/configmaps/ns/w", o, r1, &r2, &e));
+    ASSERT_OK(apistore_delete(&st, "/registry/configmaps/ns/w", r2, &r3, &e));
+    cJSON_Delete(o);
+    struct apiwatch_event *ev = NULL;
+    ASSERT_OK(apiwatch_next(s1, 5000, &ev));
+    ASSERT_FALSE(ev->deleted);
+    ASSERT_NULL(ev->prev_value);
+    ASSERT_EQ_INT(ev->revision, r1);
+    apiwatch_event_free(ev);
+    ASSERT_OK(apiwatch_next(s1, 5000, &ev));
+    ASSERT_EQ_INT(ev->revision, r2);
+    ASSERT_NOT_NULL(ev->prev_value);
+    apiwatch_event_free(ev);
+    ASSERT_OK(apiwatch_next(s1, 5000, &ev));
+    ASSERT_TRUE(ev->deleted);
+    ASSERT_EQ_INT(ev->revision, r3);
+    cJSON *prev = NULL;
+    ASSERT_OK(apistore_decode(ev->prev_value, ev->prev_len, ev->revision, &prev, &e));
+    ASSERT_EQ_STR(json_get(json_get(prev, "metadata"), "name")->valuestring, "w");
+    cJSON_Delete(prev);
+    apiwatch_event_free(ev);
+    /* other prefixes see nothing */
+    ASSERT_EQ_INT(apiwatch_next(s2, 200, &ev), -ETIMEDOUT);
+    ASSERT_CMP_INT(apiwatch_sub_progress(s2), >=, r3);
+    /* a subscriber that does not read falls out of the 8-event ring */
+    for (int i = 0; i < 12; i++) {
+        char k[64];
+        snprintf(k, sizeof(k), "/registry/configmaps/ns/f%d", i);
+        o = cm(k, "x");
+        ASSERT_OK(apistore_create(&st, k, o, &rev, &e));
+        cJSON_Delete(o);
+    }
+    ASSERT_TRUE(apiwatch_hub_wait(h, rev, 5000));
+    ASSERT_EQ_INT(apiwatch_next(slow, 1000, &ev), TERN_ECOMPACTED);
+    ASSERT_EQ_INT(apiwatch_subscribe(h, "/registry/", r1, &s2), TERN_ECOMPACTED);
+    ASSERT_CMP_INT(apiwatch_hub_oldest(h), >, r1);
+    apiwatch_unsubscribe(s1);
+    apiwatch_unsubscribe(slow);
+    apiwatch_unsubscribe(s2);
+    apiwatch_unsubscribe(NULL);
+    apiwatch_hub_stop(h);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+TEST_T(in_process_requests_follow_the_api, 60)
+{
+    struct etcd *c = start();
+    struct apirest rest;
+    struct tern_err e = {0};
+    ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
+    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    cJSON *r = NULL;
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/default/pods", NULL,
+                             "{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"web\"}},"
+                             "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]}}",
+                             &r),
+                  201);
+    ASSERT_EQ_STR(json_get(json_get(r, "status"), "phase")->valuestring, "Pending");
+    ASSERT_EQ_STR(json_get(json_get(r, "spec"), "restartPolicy")->valuestring, "Always");
+    char *stale = json_print(r);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "PATCH", "/api/v1/namespaces/default/pods/p/status",
+                             "application/merge-patch+json",
+                             "{\"status\":{\"phase\":\"Running\"},\"spec\":{\"nodeName\":\"x\"}}",
+                             &r),
+                  200);
+    ASSERT_EQ_STR(json_get(json_get(r, "status"), "phase")->valuestring, "Running");
+    ASSERT_NULL(json_get(json_get(r, "spec"), "nodeName"));
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "PUT", "/api/v1/namespaces/default/pods/p", NULL, stale, &r),
+                  409);
+    ASSERT_EQ_STR(json_get(r, "reason")->valuestring, "Conflict");
+    cJSON_Delete(r);
+    free(stale);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET",
+                             "/api/v1/namespaces/default/pods?labelSelector=app%3Dweb&limit=5",
+                             NULL, NULL, &r),
+                  200);
+    ASSERT_EQ_INT(cJSON_GetArraySize(json_get(r, "items")), 1);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/pods?watch=true", NULL,
+                             NULL, &r),
+                  400);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/api/v1/namespaces/default/pods/p", NULL, NULL,
+                             NULL),
+                  200);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, &r),
+                  404);
+    ASSERT_EQ_STR(json_get(r, "message")->valuestring, "pods \"p\" not found");
+    cJSON_Delete(r);
+    apirest_done(&rest);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
