@@ -181,6 +181,15 @@ def main():
         eq(code, 201, "generateName")
         eq(j["metadata"]["name"].startswith("gen-") and len(j["metadata"]["name"]) == 9, True,
            "generated name")
+        code, j, _ = raw.req("POST", CM, cm("badkey", data={"bad key": "v"}))
+        eq(code, 422, "bad configmap key")
+        eq(j["details"]["causes"][0]["field"], "data[bad key]", "key field path")
+        code, j, _ = raw.req("POST", "/api/v1/namespaces/default/pods",
+                             {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nopod"},
+                              "spec": {"containers": [{"name": "c"}, {"name": "c", "image": "x"}]}})
+        eq(code, 422, "invalid pod")
+        contains(j["message"], "spec.containers[0].image: Required value")
+        contains(j["message"], 'spec.containers[1].name: Duplicate value: "c"')
         code, j, _ = raw.req("POST", CM, cm("lbl", metadata={"name": "lbl", "labels": {"a": "b c"}}))
         eq(code, 422, "bad label value")
         code, j, _ = raw.req("POST", CM + "?fieldValidation=Strict", cm("unk", bogus=1))

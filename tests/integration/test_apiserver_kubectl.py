@@ -60,6 +60,24 @@ spec:
     - {containerPort: 8080}
 """
 
+DEPLOY = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d1}
+spec:
+  selector: {matchLabels: {app: d1}}
+  template:
+    metadata: {labels: {app: d1}}
+    spec:
+      containers:
+      - name: main
+        image: busybox:1.36
+        env:
+        - {name: A, value: "%s"}
+        - {name: B, value: "b"}
+        ports:
+        - {containerPort: 8080}
+"""
+
 JOB = """apiVersion: batch/v1
 kind: Job
 metadata: {name: j1}
@@ -263,19 +281,39 @@ spec:
         _, out, _ = k("get", "jobs")
         eq(out.splitlines()[0].split(), ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"],
            "job columns")
-        # kubectl apply of a changed pod: strategic merge with $setElementOrder
-        _, out, _ = k("apply", "-f", write("pod.yaml", POD % "2"))
-        contains(out, "pod/p1 configured")
-        _, out, _ = k("get", "pod", "p1", "-o", "jsonpath={.spec.containers[0].env}")
-        eq(json.loads(out), [{"name": "A", "value": "2"}, {"name": "B", "value": "b"}], "env merged")
+        # a pod's spec is immutable but for images (ValidatePodUpdate)
+        rc, _, err = k("apply", "-f", write("pod.yaml", POD % "2"), check=False)
+        eq(rc != 0, True, "pod env change accepted")
+        contains(err, "pod updates may not change fields other than `spec.containers[*].image`")
         k("patch", "pod", "p1", "-p", '{"spec":{"containers":[{"name":"main","image":"busybox:1.37"}]}}')
-        k("patch", "pod", "p1", "-p", '{"spec":{"containers":[{"name":"main","env":[{"name":"B","$patch":"delete"}]}]}}')
         _, out, _ = k("get", "pod", "p1", "-o", "json")
         c = json.loads(out)["spec"]["containers"]
         eq(len(c), 1, "keyed merge kept one container")
         eq(c[0]["image"], "busybox:1.37", "strategic patch image")
-        eq(c[0]["env"], [{"name": "A", "value": "2"}], "$patch: delete")
+        eq(c[0]["env"], [{"name": "A", "value": "1"}, {"name": "B", "value": "b"}], "env kept")
         eq(c[0]["ports"], [{"containerPort": 8080, "protocol": "TCP"}], "ports kept")
+        k("apply", "-f", write("pod.yaml", POD % "1"))
+        # kubectl apply of a changed deployment: strategic merge with $setElementOrder
+        _, out, _ = k("apply", "-f", write("deploy.yaml", DEPLOY % "1"))
+        contains(out, "deployment.apps/d1 created")
+        _, out, _ = k("apply", "-f", write("deploy.yaml", DEPLOY % "2"))
+        contains(out, "deployment.apps/d1 configured")
+        path = "jsonpath={.spec.template.spec.containers[0].env}"
+        _, out, _ = k("get", "deploy", "d1", "-o", path)
+        eq(json.loads(out), [{"name": "A", "value": "2"}, {"name": "B", "value": "b"}], "env merged")
+        k("patch", "deploy", "d1", "-p", '{"spec":{"template":{"spec":{"containers":[{"name":"main","env":[{"name":"B","$patch":"delete"}]}]}}}}')
+        _, out, _ = k("get", "deploy", "d1", "-o", "json")
+        d = json.loads(out)
+        eq(d["spec"]["template"]["spec"]["containers"][0]["env"], [{"name": "A", "value": "2"}],
+           "$patch: delete")
+        eq(d["metadata"]["generation"], 3, "deployment generation")
+        _, out, _ = k("get", "deploy")
+        eq(out.splitlines()[0].split(), ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+           "deployment columns")
+        rc, _, err = k("apply", "-f", write("badjob.yaml", JOB.replace("j1", "j2").replace("Never", "Always")),
+                       check=False)
+        eq(rc != 0, True, "job with restartPolicy Always")
+        contains(err, 'spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"')
         k("label", "cm", "cm1", "x=y")
         k("annotate", "cm", "cm1", "note=hi")
         k("patch", "cm", "cm1", "--type", "merge", "-p", '{"data":{"b":"2"}}')
@@ -291,10 +329,10 @@ spec:
         rc, _, err = k("get", "pods", "--field-selector", "spec.bogus=1", check=False)
         eq(rc != 0, True, "unsupported field selector")
         contains(err, "field label not supported: spec.bogus")
-        for name in ("cm.yaml", "secret.yaml", "pod.yaml", "job.yaml"):
+        for name in ("cm.yaml", "secret.yaml", "pod.yaml", "job.yaml", "deploy.yaml"):
             _, out, _ = k("delete", "-f", os.path.join(td.tmp, name))
             contains(out, "deleted")
-        _, out, _ = k("get", "cm,secret,pod,job", "-o", "name")
+        _, out, _ = k("get", "cm,secret,pod,job,deploy", "-o", "name")
         eq(out.strip(), "", "all deleted")
 
     def t_generator_commands():

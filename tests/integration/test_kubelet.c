@@ -204,6 +204,19 @@ static void wait_phase(struct env *e, const char *name, const char *phase, int m
     }
 }
 
+/* A port nobody listens on right now (bound to port 0, then released). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t l = sizeof sa;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &l) != 0)
+        th_fail(__FILE__, __LINE__, "no free port");
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
 static bool log_has(struct env *e, const void *arg)
 {
     const char *const *a = arg; /* {pod, needle} */
@@ -353,13 +366,17 @@ TEST_T(readiness_probe_gates_ready_on_the_pod_ip, 60)
     env_init(&e);
     if (access("/usr/bin/python3", X_OK) != 0)
         TH_SKIP("python3 missing");
-    create(&e, "v1/pods",
-           POD("web", "",
-               "{\"name\":\"main\",\"command\":[\"sh\",\"-c\",\"sleep 1.5; exec python3 -m "
-               "http.server --bind $POD_IP 8080\"],\"ports\":[{\"name\":\"http\","
-               "\"containerPort\":8080}],\"env\":[{\"name\":\"POD_IP\",\"valueFrom\":{"
-               "\"fieldRef\":{\"fieldPath\":\"status.podIP\"}}}],\"readinessProbe\":{\"httpGet\":"
-               "{\"path\":\"/\",\"port\":\"http\"},\"periodSeconds\":1}}"));
+    int port = free_port();
+    char *pod = xasprintf(
+        POD("web", "",
+            "{\"name\":\"main\",\"command\":[\"sh\",\"-c\",\"sleep 1.5; exec python3 -m "
+            "http.server --bind $POD_IP %d\"],\"ports\":[{\"name\":\"http\","
+            "\"containerPort\":%d}],\"env\":[{\"name\":\"POD_IP\",\"valueFrom\":{"
+            "\"fieldRef\":{\"fieldPath\":\"status.podIP\"}}}],\"readinessProbe\":{\"httpGet\":"
+            "{\"path\":\"/\",\"port\":\"http\"},\"periodSeconds\":1}}"),
+        port, port);
+    create(&e, "v1/pods", pod);
+    free(pod);
     wait_phase(&e, "web", "Running", 10000);
     cJSON *p = get_pod(&e, "web");
     ASSERT_FALSE(kobj_cond_true(p, "Ready")); /* not listening yet */
@@ -370,7 +387,7 @@ TEST_T(readiness_probe_gates_ready_on_the_pod_ip, 60)
     ASSERT_TRUE(pump(&e, pod_ready, "web", 20000));
     /* the server really listens on the pod IP, not on 127.0.0.1 */
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(8080)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     inet_pton(AF_INET, ip, &sa.sin_addr);
     ASSERT_OK(connect(fd, (struct sockaddr *)&sa, sizeof sa));
     close(fd);

@@ -438,13 +438,16 @@ TEST(discovery_documents)
                     "\"example.com\",\"scope\":\"Cluster\",\"names\":{\"plural\":\"widgets\","
                     "\"singular\":\"widget\",\"kind\":\"Widget\",\"shortNames\":[\"wd\"],"
                     "\"categories\":[\"all\"]},\"versions\":[{\"name\":\"v1\",\"served\":true,"
-                    "\"storage\":true,\"subresources\":{\"status\":{}}}]},\"status\":{\"conditions\":"
+                    "\"storage\":true,\"subresources\":{\"status\":{}},"
+                    "\"selectableFields\":[{\"jsonPath\":\".spec.color\"}]}]},\"status\":{\"conditions\":"
                     "[{\"type\":\"Established\",\"status\":\"True\"}]}}]");
     apires_registry_set_crds(&reg, crds);
     struct apires_table *t = apires_get(&reg);
     const struct apires *w = apires_find(t, "example.com", "v1", "widgets");
     ASSERT_NOT_NULL(w);
     ASSERT_FALSE(w->namespaced);
+    ASSERT_EQ_STR(w->fields[0], "spec.color");
+    ASSERT_NULL(w->fields[1]);
     char *k = apires_key(w, "ignored", "w1");
     ASSERT_EQ_STR(k, "/registry/example.com/widgets/w1");
     free(k);

@@ -140,6 +140,7 @@ struct renv {
 
 static void renv_init(struct renv *e)
 {
+    memset(e, 0, sizeof *e);
     e->m = memstore_new(NULL, NULL);
     e->f.mem = memstore_objstore(e->m);
     struct objrest_transport t = {fake_request, &e->f};

@@ -7,11 +7,15 @@
 #include "base/mem.h"
 #include "devctl/kobj.h"
 #include "json/json.h"
+#include "devctl/fsutil.h"
 #include "kubelet/kubelet.h"
+#include "kubelet/podlog.h"
 #include "kubelet/podplan.h"
 #include "kubelet/podstatus.h"
 
+#include <fcntl.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 
 static cJSON *parse(const char *s)
@@ -329,4 +333,62 @@ TEST(status_object_and_conditions)
     ASSERT_EQ_INT(kubelet_log_path("/D", pod, "nope", false, &path, NULL), TERN_ENOTFOUND);
     ASSERT_EQ_INT(kubelet_log_path("/D", pod, "../x", false, &path, NULL), TERN_EINVALID);
     cJSON_Delete(pod);
+}
+
+TEST(pod_logs_read_tail_limit_previous_and_follow)
+{
+    char *dir = xasprintf("%s", th_tmpdir());
+    char *ldir = xasprintf("%s/pods/U/logs/m", dir);
+    ASSERT_OK(fsutil_mkdirs(ldir, 0755, NULL));
+    char *p0 = xasprintf("%s/0.log", ldir), *p1 = xasprintf("%s/1.log", ldir);
+    ASSERT_OK(fsutil_write(p0, "a\nb\n", 4, 0644, NULL));
+    ASSERT_OK(fsutil_write(p1, "x\ny\nz\n", 6, 0644, NULL));
+    cJSON *pod = parse("{\"metadata\":{\"name\":\"p\",\"uid\":\"U\"},\"spec\":{\"containers\":[{"
+                       "\"name\":\"m\"}]},\"status\":{\"containerStatuses\":[{\"name\":\"m\","
+                       "\"restartCount\":1,\"state\":{\"running\":{}}}]}}");
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    struct podlog_opts o = {.tail_lines = -1, .limit_bytes = -1};
+    ASSERT_OK(podlog_read(dir, pod, &o, &b, NULL));
+    ASSERT_EQ_STR(buf_str(&b), "x\ny\nz\n");
+    buf_reset(&b);
+    o.tail_lines = 2;
+    ASSERT_OK(podlog_read(dir, pod, &o, &b, NULL));
+    ASSERT_EQ_STR(buf_str(&b), "y\nz\n");
+    buf_reset(&b);
+    o.tail_lines = -1;
+    o.limit_bytes = 3;
+    ASSERT_OK(podlog_read(dir, pod, &o, &b, NULL));
+    ASSERT_EQ_STR(buf_str(&b), "x\ny");
+    buf_reset(&b);
+    o = (struct podlog_opts){.container = "m", .previous = true, .tail_lines = -1, .limit_bytes = -1};
+    ASSERT_OK(podlog_read(dir, pod, &o, &b, NULL));
+    ASSERT_EQ_STR(buf_str(&b), "a\nb\n");
+    buf_reset(&b);
+    /* follow from the last line, see an append, end when the container stops */
+    o = (struct podlog_opts){.tail_lines = 1, .limit_bytes = -1};
+    struct podlog_follow *f;
+    ASSERT_OK(podlog_follow_open(dir, pod, &o, &f, NULL));
+    bool done = true;
+    ASSERT_OK(podlog_follow_next(f, pod, &b, &done, NULL));
+    ASSERT_EQ_STR(buf_str(&b), "z\n");
+    ASSERT_FALSE(done);
+    int fd = open(p1, O_WRONLY | O_APPEND);
+    ASSERT_EQ_INT(write(fd, "w\n", 2), 2);
+    close(fd);
+    ASSERT_OK(podlog_follow_next(f, pod, &b, &done, NULL));
+    ASSERT_EQ_STR(buf_str(&b), "z\nw\n");
+    ASSERT_FALSE(done);
+    cJSON *cs = (cJSON *)cJSON_GetArrayItem(kobj_at(pod, "status.containerStatuses"), 0);
+    kobj_del(cs, "state.running");
+    kobj_obj(cs, "state.terminated");
+    ASSERT_OK(podlog_follow_next(f, pod, &b, &done, NULL));
+    ASSERT_TRUE(done);
+    podlog_follow_free(f);
+    buf_done(&b);
+    cJSON_Delete(pod);
+    free(p0);
+    free(p1);
+    free(ldir);
+    free(dir);
 }

@@ -175,7 +175,18 @@ static void add_crd(struct apires_table *t, const cJSON *crd)
         r->short_names = strv_from_json(json_get(names, "shortNames"));
         r->categories = strv_from_json(json_get(names, "categories"));
         r->prefix = xasprintf("/registry/%s/%s", group, r->plural);
+        /* selectableFields (1.32): field selectors on the listed paths */
         r->fields = split_list("");
+        const cJSON *sf = json_get(v, "selectableFields");
+        size_t nf = 0;
+        for (const cJSON *f = cJSON_IsArray(sf) ? sf->child : NULL; f; f = f->next) {
+            const char *jp = jstr(f, "jsonPath");
+            if (!*jp)
+                continue;
+            r->fields = xreallocarray(r->fields, nf + 2, sizeof(char *));
+            r->fields[nf++] = xstrdup(jp[0] == '.' ? jp + 1 : jp);
+            r->fields[nf] = NULL;
+        }
         r->crd = true;
         r->schema = json_get(json_get(v, "schema"), "openAPIV3Schema");
         r->columns = json_get(v, "additionalPrinterColumns");

@@ -716,6 +716,176 @@ static void validate_meta(const struct apires *res, const cJSON *obj, struct api
     }
 }
 
+/* ---- built-in validation (a subset of the API validation packages) ---- */
+
+static const char config_key_msg[] =
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. "
+    "'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
+    "'[-._a-zA-Z0-9]+')";
+
+static void validate_config_keys(const cJSON *obj, const char *field, struct apistatus_fields *f)
+{
+    const cJSON *m = json_get(obj, field);
+    for (const cJSON *c = cJSON_IsObject(m) ? m->child : NULL; c; c = c->next) {
+        bool ok = *c->string && strlen(c->string) <= 253 && strcmp(c->string, ".") &&
+                  strcmp(c->string, "..");
+        for (const char *p = c->string; ok && *p; p++)
+            ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                 *p == '-' || *p == '_' || *p == '.';
+        char *path = xasprintf("%s[%s]", field, c->string);
+        if (!ok) {
+            cJSON *k = cJSON_CreateString(c->string);
+            apistatus_fields_add(f, APISTATUS_F_INVALID, path, k, config_key_msg);
+            cJSON_Delete(k);
+        } else if (!cJSON_IsString(c)) {
+            apistatus_fields_add(f, APISTATUS_F_INVALID, path, c, "must be a string");
+        }
+        free(path);
+    }
+}
+
+static void validate_containers(const cJSON *spec, const char *path, const char *list,
+                                bool required, struct apistatus_fields *f)
+{
+    const cJSON *cs = json_get(spec, list);
+    char *lp = xasprintf("%s.%s", path, list);
+    if (required && (!cJSON_IsArray(cs) || !cs->child))
+        apistatus_fields_addv(f, APISTATUS_F_REQUIRED, lp, NULL, NULL);
+    int i = 0;
+    for (const cJSON *c = cJSON_IsArray(cs) ? cs->child : NULL; c; c = c->next, i++) {
+        const char *name = jstr(c, "name"), *image = jstr(c, "image");
+        char *np = xasprintf("%s[%d].name", lp, i), *ip = xasprintf("%s[%d].image", lp, i);
+        if (!name || !*name) {
+            apistatus_fields_addv(f, APISTATUS_F_REQUIRED, np, NULL, NULL);
+        } else {
+            const char *e = apicrd_check_label(name);
+            if (e)
+                apistatus_fields_add(f, APISTATUS_F_INVALID, np, json_get(c, "name"), e);
+            for (const cJSON *d = cs->child; d != c; d = d->next) {
+                const char *dn = jstr(d, "name");
+                if (dn && strcmp(dn, name) == 0) {
+                    apistatus_fields_add(f, APISTATUS_F_DUPLICATE, np, json_get(c, "name"), NULL);
+                    break;
+                }
+            }
+        }
+        if (!image || !*image)
+            apistatus_fields_addv(f, APISTATUS_F_REQUIRED, ip, NULL, NULL);
+        free(np);
+        free(ip);
+    }
+    free(lp);
+}
+
+static void validate_pod_spec(const cJSON *spec, const char *path, bool job,
+                              struct apistatus_fields *f)
+{
+    if (!cJSON_IsObject(spec)) {
+        apistatus_fields_addv(f, APISTATUS_F_REQUIRED, path, NULL, NULL);
+        return;
+    }
+    validate_containers(spec, path, "containers", true, f);
+    validate_containers(spec, path, "initContainers", false, f);
+    const char *rp = jstr(spec, "restartPolicy");
+    char *rpp = xasprintf("%s.restartPolicy", path);
+    if (job) {
+        if (!rp || (strcmp(rp, "Never") && strcmp(rp, "OnFailure"))) {
+            if (!rp || strcmp(rp, "Always") == 0)
+                apistatus_fields_addv(f, APISTATUS_F_REQUIRED, rpp, NULL,
+                                      "valid values: \"OnFailure\", \"Never\"");
+            else
+                apistatus_fields_add(f, APISTATUS_F_UNSUPPORTED, rpp, json_get(spec, "restartPolicy"),
+                                     "supported values: \"OnFailure\", \"Never\"");
+        }
+    } else if (rp && strcmp(rp, "Always") && strcmp(rp, "Never") && strcmp(rp, "OnFailure")) {
+        apistatus_fields_add(f, APISTATUS_F_UNSUPPORTED, rpp, json_get(spec, "restartPolicy"),
+                             "supported values: \"Always\", \"Never\", \"OnFailure\"");
+    }
+    free(rpp);
+}
+
+/* The pod spec fields an update may change (ValidatePodUpdate): container
+ * images, activeDeadlineSeconds, tolerations (additions), and the grace
+ * period. Returns true when something else changed. */
+static bool pod_spec_changed(const cJSON *old, const cJSON *neu)
+{
+    cJSON *a = json_dup(old), *b = json_dup(neu);
+    static const char *lists[] = {"containers", "initContainers"};
+    for (size_t l = 0; l < 2; l++) {
+        cJSON *ca = cJSON_GetObjectItemCaseSensitive(a, lists[l]);
+        cJSON *cb = cJSON_GetObjectItemCaseSensitive(b, lists[l]);
+        for (cJSON *x = cJSON_IsArray(ca) ? ca->child : NULL; x; x = x->next)
+            cJSON_DeleteItemFromObjectCaseSensitive(x, "image");
+        for (cJSON *x = cJSON_IsArray(cb) ? cb->child : NULL; x; x = x->next)
+            cJSON_DeleteItemFromObjectCaseSensitive(x, "image");
+    }
+    static const char *mutable_fields[] = {"activeDeadlineSeconds", "tolerations",
+                                           "terminationGracePeriodSeconds"};
+    for (size_t i = 0; i < 3; i++) {
+        cJSON_DeleteItemFromObjectCaseSensitive(a, mutable_fields[i]);
+        cJSON_DeleteItemFromObjectCaseSensitive(b, mutable_fields[i]);
+    }
+    bool changed = !cJSON_Compare(a, b, 1);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    return changed;
+}
+
+static void validate_builtin(const struct apires *res, const cJSON *obj, const cJSON *old,
+                             const char *sub, struct apistatus_fields *f)
+{
+    if (res->crd || (sub && *sub))
+        return;
+    const char *k = res->kind;
+    const cJSON *spec = json_get(obj, "spec");
+    if (strcmp(k, "ConfigMap") == 0) {
+        validate_config_keys(obj, "data", f);
+        validate_config_keys(obj, "binaryData", f);
+    } else if (strcmp(k, "Secret") == 0) {
+        validate_config_keys(obj, "data", f);
+    } else if (strcmp(k, "Pod") == 0) {
+        validate_pod_spec(spec, "spec", false, f);
+        if (old && cJSON_IsObject(spec) && pod_spec_changed(json_get(old, "spec"), spec))
+            apistatus_fields_addv(
+                f, APISTATUS_F_FORBIDDEN, "spec", NULL,
+                "pod updates may not change fields other than `spec.containers[*].image`,"
+                "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+                "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+                "(allow it to be set to 1 if it was previously negative)");
+    } else if (strcmp(k, "Job") == 0) {
+        const cJSON *tmpl = json_get(spec, "template");
+        if (!cJSON_IsObject(tmpl))
+            apistatus_fields_addv(f, APISTATUS_F_REQUIRED, "spec.template", NULL, NULL);
+        else
+            validate_pod_spec(json_get(tmpl, "spec"), "spec.template.spec", true, f);
+        if (old) {
+            const cJSON *os = json_get(old, "spec");
+            static const char *immutable[] = {"selector", "completions", "completionMode",
+                                              "podFailurePolicy"};
+            for (size_t i = 0; i < 4; i++) {
+                const cJSON *a = json_get(os, immutable[i]), *b = json_get(spec, immutable[i]);
+                if ((a || b) && !(a && b && cJSON_Compare(a, b, 1))) {
+                    char *p = xasprintf("spec.%s", immutable[i]);
+                    apistatus_fields_add(f, APISTATUS_F_INVALID, p, b, "field is immutable");
+                    free(p);
+                }
+            }
+            const cJSON *ot = json_get(os, "template");
+            if (tmpl && ot && !cJSON_Compare(ot, tmpl, 1) &&
+                !cJSON_IsTrue(json_get(os, "suspend")))
+                apistatus_fields_addv(f, APISTATUS_F_INVALID, "spec.template", NULL,
+                                      "field is immutable");
+        }
+    } else if (strcmp(k, "PersistentVolumeClaim") == 0) {
+        const cJSON *am = json_get(spec, "accessModes");
+        if (!cJSON_IsArray(am) || !am->child)
+            apistatus_fields_addv(f, APISTATUS_F_REQUIRED, "spec.accessModes", NULL,
+                                  "at least 1 access mode is required");
+        if (!json_get(json_get(json_get(spec, "resources"), "requests"), "storage") && !old)
+            apistatus_fields_addv(f, APISTATUS_F_REQUIRED, "spec.resources[storage]", NULL, NULL);
+    }
+}
+
 /* Everything outside metadata (and status when it has its own endpoint). */
 static bool differs_outside(const cJSON *a, const cJSON *b, bool skip_status)
 {
@@ -1081,8 +1251,10 @@ static cJSON *prepare_create(struct rq *q, cJSON *obj, const char *dup)
     if (!st && is_crd(q->res)) {
         apicrd_prepare(obj, NULL, now, &f);
     }
-    if (!st)
+    if (!st) {
         validate_meta(q->res, obj, &f);
+        validate_builtin(q->res, obj, NULL, NULL, &f);
+    }
     if (!st && f.n) {
         st = apistatus_invalid(q->res->crd || is_crd(q->res) ? q->res->group : q->res->group,
                                q->res->kind, name, &f);
@@ -1190,8 +1362,10 @@ static cJSON *prepare_update(struct rq *q, const cJSON *cur, cJSON **objp, const
         cJSON_DeleteItemFromObjectCaseSensitive(md, "generation");
         json_add_int64(md, "generation", g + 1);
     }
-    if (!st)
+    if (!st) {
         validate_meta(q->res, obj, &f);
+        validate_builtin(q->res, obj, cur, q->sub, &f);
+    }
     if (!st && f.n)
         st = apistatus_invalid(q->res->group, q->res->kind, q->name, &f);
     apistatus_fields_done(&f);

@@ -50,7 +50,7 @@ struct kpod {
     char *uid, *ns, *name;
     char ip[16];
     char *dir;
-    bool prepared, terminal, final_delete, seen;
+    bool prepared, terminal, final_delete, seen, adopted;
     char *sa_token;
     struct kcont *c;
     size_t nc;
@@ -66,6 +66,7 @@ struct kubelet {
     struct kpod **pods;
     size_t npods;
     unsigned char ipused[65536 / 8];
+    uint32_t ip_start;
     int64_t last_node_ms;
     /* per-sync cache of namespace objects */
     char *cache_ns;
@@ -201,6 +202,34 @@ static void kill_sandbox(pid_t outer)
 
 /* ---- IPs ---- */
 
+/* True when some TCP or UDP socket on the machine has ip (host order
+ * 127.1.x.y) as its local address: another tern-dev's pod may hold it. */
+static bool ip_busy(uint32_t ip)
+{
+    static const char *const files[] = {"/proc/net/tcp", "/proc/net/udp"};
+    char want[9];
+    /* /proc/net shows the address as the hex of its in-memory (network
+     * order) bytes read as a little-endian word */
+    uint32_t le = ((ip & 0xff) << 24) | ((ip & 0xff00) << 8) | ((ip >> 8) & 0xff00) | (ip >> 24);
+    snprintf(want, sizeof want, "%08X", le);
+    for (int f = 0; f < 2; f++) {
+        char *buf = NULL;
+        size_t len;
+        if (fsutil_read(files[f], 16u << 20, &buf, &len, NULL) != 0)
+            continue;
+        bool hit = false;
+        for (char *line = strchr(buf, '\n'); line && !hit; line = strchr(line + 1, '\n')) {
+            char *colon = strchr(line, ':'); /* "  sl: local_address:port ..." */
+            if (colon && strlen(colon) > 10 && strncmp(colon + 2, want, 8) == 0)
+                hit = true;
+        }
+        free(buf);
+        if (hit)
+            return true;
+    }
+    return false;
+}
+
 static bool ip_alloc(struct kubelet *k, const char *want, char out[16])
 {
     int idx = -1;
@@ -215,10 +244,13 @@ static bool ip_alloc(struct kubelet *k, const char *want, char out[16])
                 idx = i;
         }
     }
-    for (int i = 2; idx < 0 && i < 65535; i++) {
-        if ((i & 255) == 255 || (i & 255) == 0)
+    /* start where this instance's DIR hashes to: several tern-devs on one
+     * machine share 127/8 */
+    for (int n = 0; idx < 0 && n < 65536; n++) {
+        int i = (int)((k->ip_start + (uint32_t)n) % 65536u);
+        if (i < 2 || (i & 255) == 255 || (i & 255) == 0)
             continue;
-        if (!(k->ipused[i / 8] & (1 << (i % 8))))
+        if (!(k->ipused[i / 8] & (1 << (i % 8))) && !ip_busy(0x7f010000u | (uint32_t)i))
             idx = i;
     }
     if (idx < 0)
@@ -330,6 +362,10 @@ int kubelet_new(const struct objstore *store, const struct kubelet_cfg *cfg, str
         memcpy(k->sa_key, cfg->sa_key, SATOKEN_KEY_LEN);
         k->have_key = true;
     }
+    uint32_t h = 2166136261u;
+    for (const char *c = k->dir; *c; c++)
+        h = (h ^ (unsigned char)*c) * 16777619u;
+    k->ip_start = h % 65536u;
     k->podsdir = xasprintf("%s/pods", k->dir);
     k->voldir = xasprintf("%s/volumes", k->dir);
     int rc = fsutil_mkdirs(k->podsdir, 0755, err);
@@ -633,11 +669,13 @@ static struct kpod *new_kpod(struct kubelet *k, const cJSON *pod, int64_t now_ms
             const cJSON *lt = kobj_at(st, "lastState.terminated");
             if (lt) {
                 c->ps.has_last = true;
+                const char *lr = kobj_str(lt, "reason");
                 set_term(&c->ps.last, c->lmsg, sizeof c->lmsg, (int)kobj_int(lt, "exitCode", 0),
-                         kobj_str(lt, "reason") ? "Error" : "Error", kobj_str(lt, "message"),
-                         kobj_time(lt, "startedAt", 0), kobj_time(lt, "finishedAt", 0));
-                if (kobj_str(lt, "reason") && !strcmp(kobj_str(lt, "reason"), "Completed"))
-                    c->ps.last.reason = "Completed";
+                         lr && !strcmp(lr, "Completed")   ? "Completed"
+                         : lr && !strcmp(lr, "OOMKilled") ? "OOMKilled"
+                                                          : "Error",
+                         kobj_str(lt, "message"), kobj_time(lt, "startedAt", 0),
+                         kobj_time(lt, "finishedAt", 0));
             }
             const cJSON *t = kobj_at(st, "state.terminated");
             if (t) {
@@ -1231,22 +1269,37 @@ int kubelet_sync(struct kubelet *k, int64_t now_ms, struct tern_err *err)
         const char *uid = kobj_str(pod, "metadata.uid");
         if (!uid || !kobj_str(pod, "metadata.name"))
             continue;
-        if (!node || !*node) {
-            if (kobj_deleting(pod))
-                continue;
-            int r = objstore_bind(k->s, kobj_str(pod, "metadata.namespace"),
-                                  kobj_str(pod, "metadata.name"), k->node, err);
-            if (r && r != TERN_ECONFLICT && r != TERN_ENOTFOUND && !rc)
-                rc = r;
-            continue; /* picked up at the next pass with the new version */
-        }
-        if (strcmp(node, k->node) != 0)
-            continue;
         struct kpod *p = find_pod(k, uid);
+        cJSON *adopted = NULL;
+        if (!node || !*node) {
+            if (!p || !p->adopted) {
+                if (kobj_deleting(pod))
+                    continue;
+                struct tern_err berr = {0};
+                int r = objstore_bind(k->s, kobj_str(pod, "metadata.namespace"),
+                                      kobj_str(pod, "metadata.name"), k->node, &berr);
+                if (r == 0 || r == TERN_ECONFLICT || r == TERN_ENOTFOUND)
+                    continue; /* picked up at the next pass with the new version */
+                if (r != TERN_EINVALID && r != TERN_EHTTP) {
+                    if (!rc)
+                        rc = err_set(err, r, "bind: %s", berr.msg);
+                    continue;
+                }
+                /* a server that can bind no pod: this is the only node, run
+                 * it anyway (seen as bound here, spec.nodeName stays empty) */
+            }
+            adopted = json_dup(pod);
+            kobj_set_str(adopted, "spec.nodeName", k->node);
+        } else if (strcmp(node, k->node) != 0) {
+            continue;
+        }
+        const cJSON *view = adopted ? adopted : pod;
         if (!p)
-            p = new_kpod(k, pod, now_ms);
+            p = new_kpod(k, view, now_ms);
         p->seen = true;
-        int r = sync_pod(k, p, pod, now_ms, err);
+        p->adopted = adopted != NULL;
+        int r = sync_pod(k, p, view, now_ms, err);
+        cJSON_Delete(adopted);
         if (r && !rc)
             rc = r;
     }

@@ -10,9 +10,14 @@
  *
  * Pods:
  *  - a pod without spec.nodeName is bound to the node (objstore_bind, the
- *    pods/binding subresource);
+ *    pods/binding subresource); when the store refuses every way to bind
+ *    (TERN_EINVALID / TERN_EHTTP: a server with neither pods/binding nor a
+ *    mutable spec.nodeName) the pod is run anyway, as this is the only
+ *    node, and spec.nodeName stays empty in the store;
  *  - each live pod gets an IP 127.1.x.y (x.y from 0.2 to 255.254), unique
- *    among the pods this kubelet runs; the pod's processes share the host's
+ *    among the pods this kubelet runs and not used by any socket on the
+ *    machine when allocated (/proc/net/tcp, udp: other tern-devs' pods); the
+ *    search starts at a hash of DIR; the pod's processes share the host's
  *    network namespace and can listen on it (unless isolated, below);
  *  - files: DIR/pods/<uid>/ {volumes/<name>/, sa/{token,ca.crt,namespace},
  *    logs/<container>/<restartCount>.log, pids}; PVCs at

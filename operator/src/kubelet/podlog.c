@@ -1,0 +1,181 @@
+/* podlog.c - pods/log data from the kubelet's files. See podlog.h. */
+#include "podlog.h"
+
+#include "base/mem.h"
+#include "devctl/kobj.h"
+#include "kubelet/kubelet.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct podlog_follow {
+    char *path;
+    char *container;
+    int64_t restart_count;
+    off_t offset;
+    int64_t left; /* limit_bytes remaining, -1 none */
+};
+
+/* The offset where the last n lines of fd (size bytes) start. */
+static off_t tail_offset(int fd, off_t size, int64_t n)
+{
+    if (n < 0)
+        return 0;
+    if (n == 0)
+        return size;
+    char buf[4096];
+    off_t pos = size;
+    int64_t lines = 0;
+    bool first = true;
+    while (pos > 0) {
+        size_t chunk = pos > (off_t)sizeof buf ? sizeof buf : (size_t)pos;
+        pos -= (off_t)chunk;
+        ssize_t r = pread(fd, buf, chunk, pos);
+        if (r != (ssize_t)chunk)
+            return 0;
+        for (size_t i = chunk; i-- > 0;) {
+            if (buf[i] != '\n')
+                continue;
+            if (first && pos + (off_t)i == size - 1) { /* the final newline */
+                first = false;
+                continue;
+            }
+            first = false;
+            if (++lines == n)
+                return pos + (off_t)i + 1;
+        }
+    }
+    return 0;
+}
+
+/* Appends [from, EOF) of path, at most *left bytes (-1 none); returns the new
+ * offset in *ret_off. A missing file is empty. */
+static int append_from(const char *path, off_t from, int64_t *left, struct buf *out,
+                       off_t *ret_off, struct tern_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) {
+            *ret_off = from;
+            return 0;
+        }
+        return err_set(err, -errno, "open %s: %s", path, strerror(errno));
+    }
+    char buf[65536];
+    off_t pos = from;
+    int rc = 0;
+    for (;;) {
+        size_t want = sizeof buf;
+        if (*left >= 0 && (int64_t)want > *left)
+            want = (size_t)*left;
+        if (want == 0)
+            break;
+        ssize_t r = pread(fd, buf, want, pos);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = err_set(err, -errno, "read %s: %s", path, strerror(errno));
+            break;
+        }
+        if (r == 0)
+            break;
+        if ((rc = buf_append(out, buf, (size_t)r)))
+            break;
+        pos += r;
+        if (*left >= 0)
+            *left -= r;
+    }
+    close(fd);
+    *ret_off = pos;
+    return rc;
+}
+
+static int start(const char *dir, const cJSON *pod, const struct podlog_opts *o, char **ret_path,
+                 off_t *ret_off, struct tern_err *err)
+{
+    char *path;
+    int rc = kubelet_log_path(dir, pod, o->container, o->previous, &path, err);
+    if (rc)
+        return rc;
+    off_t off = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        struct stat st;
+        if (fstat(fd, &st) == 0)
+            off = tail_offset(fd, st.st_size, o->tail_lines);
+        close(fd);
+    }
+    *ret_path = path;
+    *ret_off = off;
+    return 0;
+}
+
+int podlog_read(const char *dir, const cJSON *pod, const struct podlog_opts *o, struct buf *out,
+                struct tern_err *err)
+{
+    char *path;
+    off_t off;
+    int rc = start(dir, pod, o, &path, &off, err);
+    if (rc)
+        return rc;
+    int64_t left = o->limit_bytes;
+    rc = append_from(path, off, &left, out, &off, err);
+    free(path);
+    return rc;
+}
+
+int podlog_follow_open(const char *dir, const cJSON *pod, const struct podlog_opts *o,
+                       struct podlog_follow **ret, struct tern_err *err)
+{
+    char *path;
+    off_t off;
+    int rc = start(dir, pod, o, &path, &off, err);
+    if (rc)
+        return rc;
+    struct podlog_follow *f = xcalloc(1, sizeof *f);
+    f->path = path;
+    f->offset = off;
+    f->left = o->limit_bytes;
+    const char *c = o->container;
+    if (!c) { /* the name kubelet_log_path chose: the file's directory */
+        const char *end = strrchr(path, '/');
+        const char *beg = end;
+        while (beg > path && beg[-1] != '/')
+            beg--;
+        f->container = xstrndup(beg, (size_t)(end - beg));
+    } else {
+        f->container = xstrdup(c);
+    }
+    /* the run being followed: the number in the file name */
+    const char *base = strrchr(path, '/') + 1;
+    f->restart_count = 0;
+    for (const char *p = base; *p >= '0' && *p <= '9'; p++)
+        f->restart_count = f->restart_count * 10 + (*p - '0');
+    *ret = f;
+    return 0;
+}
+
+int podlog_follow_next(struct podlog_follow *f, const cJSON *pod_now, struct buf *out,
+                       bool *ret_done, struct tern_err *err)
+{
+    bool running = pod_now && kubelet_log_running(pod_now, f->container, f->restart_count);
+    int rc = append_from(f->path, f->offset, &f->left, out, &f->offset, err);
+    if (rc)
+        return rc;
+    /* read once more after it stopped so nothing written last is lost */
+    *ret_done = !running || f->left == 0;
+    return 0;
+}
+
+void podlog_follow_free(struct podlog_follow *f)
+{
+    if (!f)
+        return;
+    free(f->path);
+    free(f->container);
+    free(f);
+}
