@@ -5,6 +5,7 @@
 #include "base/buf.h"
 #include "base/mem.h"
 #include "base/num.h"
+#include "base/strset.h"
 
 #include <errno.h>
 #include <math.h>
@@ -287,54 +288,10 @@ static int expect_word(struct parser *ps, const char *w)
     return 0;
 }
 
-/* A small open-addressing set of key pointers used to find duplicates in
- * objects with many members without quadratic scans. */
-struct keyset {
-    const char **slots;
-    size_t cap, n;
-};
-
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-/* Returns true if key was already present; otherwise inserts it. */
-static bool keyset_add(struct keyset *ks, const char *key)
-{
-    if ((ks->n + 1) * 2 > ks->cap) {
-        size_t ncap = ks->cap ? ks->cap * 2 : 32;
-        const char **ns = xcalloc(ncap, sizeof *ns);
-        for (size_t i = 0; i < ks->cap; i++) {
-            if (!ks->slots[i])
-                continue;
-            size_t j = hash_str(ks->slots[i]) & (ncap - 1);
-            while (ns[j])
-                j = (j + 1) & (ncap - 1);
-            ns[j] = ks->slots[i];
-        }
-        free(ks->slots);
-        ks->slots = ns;
-        ks->cap = ncap;
-    }
-    size_t j = hash_str(key) & (ks->cap - 1);
-    while (ks->slots[j]) {
-        if (strcmp(ks->slots[j], key) == 0)
-            return true;
-        j = (j + 1) & (ks->cap - 1);
-    }
-    ks->slots[j] = key;
-    ks->n++;
-    return false;
-}
-
 static int parse_object(struct parser *ps, cJSON **ret)
 {
     cJSON *obj = cJSON_CreateObject();
-    struct keyset ks = {0};
+    struct strset ks = {0};
     int r = 0;
     ps->p++; /* { */
     skip_ws(ps);
@@ -368,7 +325,7 @@ static int parse_object(struct parser *ps, cJSON **ret)
             free(key);
             goto fail;
         }
-        bool dup = keyset_add(&ks, key);
+        bool dup = strset_add(&ks, key);
         if (dup) {
             char path[256];
             key_path(ps, key, path, sizeof path);
@@ -381,14 +338,14 @@ static int parse_object(struct parser *ps, cJSON **ret)
             if (!ps->o->dup_path[0])
                 snprintf(ps->o->dup_path, sizeof ps->o->dup_path, "%s", path);
             /* last wins: the new value takes the old item's place and key
-             * string (which the keyset points at) */
+             * string (which the set points at) */
             cJSON *old = cJSON_GetObjectItemCaseSensitive(obj, key);
             val->string = old->string;
             old->string = NULL;
             cJSON_ReplaceItemViaPointer(obj, old, val);
             free(key);
         } else {
-            /* the item takes ownership of key; the keyset borrows it */
+            /* the item takes ownership of key; the set borrows it */
             val->string = key;
             cJSON_AddItemToArray(obj, val);
         }
@@ -405,11 +362,11 @@ static int parse_object(struct parser *ps, cJSON **ret)
         goto fail;
     }
 done:
-    free(ks.slots);
+    strset_done(&ks);
     *ret = obj;
     return 0;
 fail:
-    free(ks.slots);
+    strset_done(&ks);
     cJSON_Delete(obj);
     return r;
 }

@@ -3,6 +3,7 @@
 #include "yamljson.h"
 
 #include "base/mem.h"
+#include "base/strset.h"
 #include "json/json.h"
 
 #include <math.h>
@@ -109,7 +110,6 @@ static int account(struct yp *y, size_t nodes, size_t bytes)
 
 /* ---- anchors ---- */
 
-static uint64_t hash_str(const char *s);
 
 /* Anchors live in an array (definition order); an open-addressing table maps
  * a name to the index of its latest definition, so lookups stay O(1) however
@@ -130,7 +130,7 @@ static void anchors_clear(struct yp *y)
 /* The slot for name in the table (holding index + 1, or 0 if absent). */
 static size_t *anchor_slot(struct yp *y, const char *name)
 {
-    size_t j = hash_str(name) & (y->ahcap - 1);
+    size_t j = strset_hash(name) & (y->ahcap - 1);
     while (y->ahash[j] && strcmp(y->anchors[y->ahash[j] - 1].name, name) != 0)
         j = (j + 1) & (y->ahcap - 1);
     return &y->ahash[j];
@@ -188,67 +188,6 @@ static int anchor_end(struct yp *y, size_t idx, const cJSON *node, const char *t
     a->bytes = bytes;
     a->height = height;
     return 0;
-}
-
-/* ---- a small set of keys for duplicate detection ---- */
-
-struct keyset {
-    const char **slots;
-    size_t cap, n;
-};
-
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static void keyset_grow(struct keyset *ks)
-{
-    size_t ncap = ks->cap ? ks->cap * 2 : 16;
-    const char **ns = xcalloc(ncap, sizeof *ns);
-    for (size_t i = 0; i < ks->cap; i++) {
-        if (!ks->slots[i])
-            continue;
-        size_t j = hash_str(ks->slots[i]) & (ncap - 1);
-        while (ns[j])
-            j = (j + 1) & (ncap - 1);
-        ns[j] = ks->slots[i];
-    }
-    free(ks->slots);
-    ks->slots = ns;
-    ks->cap = ncap;
-}
-
-static bool keyset_has(const struct keyset *ks, const char *key)
-{
-    if (!ks->cap)
-        return false;
-    size_t j = hash_str(key) & (ks->cap - 1);
-    while (ks->slots[j]) {
-        if (strcmp(ks->slots[j], key) == 0)
-            return true;
-        j = (j + 1) & (ks->cap - 1);
-    }
-    return false;
-}
-
-/* Returns true if key was present; otherwise inserts it (borrowed: the
- * string must outlive the set). */
-static bool keyset_add(struct keyset *ks, const char *key)
-{
-    if (keyset_has(ks, key))
-        return true;
-    if ((ks->n + 1) * 2 > ks->cap)
-        keyset_grow(ks);
-    size_t j = hash_str(key) & (ks->cap - 1);
-    while (ks->slots[j])
-        j = (j + 1) & (ks->cap - 1);
-    ks->slots[j] = key;
-    ks->n++;
-    return false;
 }
 
 /* ---- scalar resolution (go-yaml v2 rules; see docs/yaml.md) ---- */
@@ -590,7 +529,7 @@ static int key_text(struct yp *y, char **ret, bool *ret_merge)
 
 /* Merges the `<<` sources (an object or an array of objects) into obj:
  * only keys obj lacks are added, earlier sources winning. */
-static int apply_merges(struct yp *y, cJSON *obj, struct keyset *ks, cJSON *merges,
+static int apply_merges(struct yp *y, cJSON *obj, struct strset *ks, cJSON *merges,
                         const yaml_mark_t *mark)
 {
     for (cJSON *src = merges->child; src; src = src->next) {
@@ -604,7 +543,7 @@ static int apply_merges(struct yp *y, cJSON *obj, struct keyset *ks, cJSON *merg
                 return yerr_at(y, TERN_EPARSE, mark,
                                "the value of << must be a mapping or a sequence of mappings");
             for (cJSON *kv = m->child; kv; kv = kv->next) {
-                if (keyset_has(ks, kv->string))
+                if (strset_has(ks, kv->string))
                     continue;
                 size_t nodes = 0, bytes = 0;
                 cJSON *saved = kv->next;
@@ -616,7 +555,7 @@ static int apply_merges(struct yp *y, cJSON *obj, struct keyset *ks, cJSON *merg
                     return r;
                 cJSON *copy = json_dup(kv);
                 cJSON_AddItemToObject(obj, kv->string, copy);
-                keyset_add(ks, copy->string);
+                strset_add(ks, copy->string);
             }
             if (!is_list)
                 break;
@@ -629,7 +568,7 @@ static int parse_mapping(struct yp *y, int depth, cJSON **ret, int *ret_height)
 {
     cJSON *obj = cJSON_CreateObject();
     cJSON *merges = NULL;
-    struct keyset ks = {0};
+    struct strset ks = {0};
     char *key = NULL;
     cJSON *val = NULL;
     int height = 1;
@@ -660,13 +599,13 @@ static int parse_mapping(struct yp *y, int depth, cJSON **ret, int *ret_height)
             free(key);
             key = NULL;
         } else {
-            /* the item owns the key; the keyset borrows it */
+            /* the item owns the key; the set borrows it */
             val->string = key;
             key = NULL;
             cJSON_AddItemToArray(obj, val);
             cJSON *added = val;
             val = NULL;
-            if (keyset_add(&ks, added->string)) {
+            if (strset_add(&ks, added->string)) {
                 r = yerr_at(y, TERN_EPARSE, &vmark, "duplicate key \"%s\"", y->path);
                 goto out;
             }
@@ -683,7 +622,7 @@ out:
     cJSON_Delete(val);
     cJSON_Delete(merges);
     cJSON_Delete(obj);
-    free(ks.slots);
+    strset_done(&ks);
     return r;
 }
 
