@@ -134,3 +134,15 @@ TEST(err_set_and_wrap)
     ASSERT_EQ_STR(err_str(TERN_EFENCED), "fenced out by another writer");
     ASSERT_EQ_STR(err_str(-ENOENT), "No such file or directory");
 }
+
+TEST(buf_json_string_escapes)
+{
+    struct buf b;
+    buf_init(&b, 256);
+    ASSERT_OK(buf_put_json_string(&b, "a\"b\\c\n\t\x01\xc3\xa9"));
+    ASSERT_EQ_STR(buf_str(&b), "\"a\\\"b\\\\c\\n\\t\\u0001\xc3\xa9\"");
+    buf_done(&b);
+    buf_init(&b, 4);
+    ASSERT_EQ_INT(buf_put_json_string(&b, "long string"), TERN_ETOOLARGE);
+    buf_done(&b);
+}

@@ -93,6 +93,25 @@ int buf_printf(struct buf *b, const char *fmt, ...)
     return r;
 }
 
+int buf_put_json_string(struct buf *b, const char *s)
+{
+    int r = buf_putc(b, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p && !r; p++) {
+        switch (*p) {
+        case '"': r = buf_puts(b, "\\\""); break;
+        case '\\': r = buf_puts(b, "\\\\"); break;
+        case '\b': r = buf_puts(b, "\\b"); break;
+        case '\f': r = buf_puts(b, "\\f"); break;
+        case '\n': r = buf_puts(b, "\\n"); break;
+        case '\r': r = buf_puts(b, "\\r"); break;
+        case '\t': r = buf_puts(b, "\\t"); break;
+        default:
+            r = *p < 0x20 ? buf_printf(b, "\\u%04x", *p) : buf_putc(b, (char)*p);
+        }
+    }
+    return r ? r : buf_putc(b, '"');
+}
+
 void buf_consume(struct buf *b, size_t n)
 {
     if (n >= b->len) {

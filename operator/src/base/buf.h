@@ -34,6 +34,11 @@ int buf_putc(struct buf *b, char c);
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
+/* Appends s as a quoted JSON string (escaping quotes, backslashes and
+ * control characters; other bytes as they are). Returns 0 or
+ * TERN_ETOOLARGE (then the buffer may hold part of it). */
+int buf_put_json_string(struct buf *b, const char *s);
+
 /* Removes the first n bytes (n <= len). */
 void buf_consume(struct buf *b, size_t n);
 

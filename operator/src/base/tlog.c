@@ -32,26 +32,6 @@ int tlog_parse_level(const char *s, enum tlog_level *ret)
     return -EINVAL;
 }
 
-static void put_json_string(struct buf *b, const char *s)
-{
-    buf_putc(b, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': buf_puts(b, "\\\""); break;
-        case '\\': buf_puts(b, "\\\\"); break;
-        case '\n': buf_puts(b, "\\n"); break;
-        case '\r': buf_puts(b, "\\r"); break;
-        case '\t': buf_puts(b, "\\t"); break;
-        default:
-            if (*p < 0x20)
-                buf_printf(b, "\\u%04x", *p);
-            else
-                buf_putc(b, (char)*p);
-        }
-    }
-    buf_putc(b, '"');
-}
-
 void tlog_write(enum tlog_level level, const char *msg, ...)
 {
     struct buf b;
@@ -64,9 +44,9 @@ void tlog_write(enum tlog_level level, const char *msg, ...)
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
     buf_printf(&b, "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"comp\":", when, ts.tv_nsec / 1000000,
                level_names[level]);
-    put_json_string(&b, tlog_component);
+    buf_put_json_string(&b, tlog_component);
     buf_puts(&b, ",\"msg\":");
-    put_json_string(&b, msg);
+    buf_put_json_string(&b, msg);
     va_list ap;
     va_start(ap, msg);
     for (;;) {
@@ -75,9 +55,9 @@ void tlog_write(enum tlog_level level, const char *msg, ...)
             break;
         const char *v = va_arg(ap, const char *);
         buf_putc(&b, ',');
-        put_json_string(&b, k);
+        buf_put_json_string(&b, k);
         buf_putc(&b, ':');
-        put_json_string(&b, v ? v : "");
+        buf_put_json_string(&b, v ? v : "");
     }
     va_end(ap);
     buf_puts(&b, "}\n");

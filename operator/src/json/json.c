@@ -698,28 +698,6 @@ bool json_equal(const cJSON *a, const cJSON *b)
 /* Writes item compactly, numbers from their exact text when known. */
 static void print_item(struct buf *b, const cJSON *it);
 
-static void print_string(struct buf *b, const char *s)
-{
-    buf_putc(b, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': buf_puts(b, "\\\""); break;
-        case '\\': buf_puts(b, "\\\\"); break;
-        case '\b': buf_puts(b, "\\b"); break;
-        case '\f': buf_puts(b, "\\f"); break;
-        case '\n': buf_puts(b, "\\n"); break;
-        case '\r': buf_puts(b, "\\r"); break;
-        case '\t': buf_puts(b, "\\t"); break;
-        default:
-            if (*p < 0x20)
-                buf_printf(b, "\\u%04x", *p);
-            else
-                buf_putc(b, (char)*p);
-        }
-    }
-    buf_putc(b, '"');
-}
-
 static void print_item(struct buf *b, const cJSON *it)
 {
     int64_t v;
@@ -728,7 +706,7 @@ static void print_item(struct buf *b, const cJSON *it)
     case cJSON_True: buf_puts(b, "true"); break;
     case cJSON_NULL: buf_puts(b, "null"); break;
     case cJSON_Raw: buf_puts(b, it->valuestring ? it->valuestring : "null"); break;
-    case cJSON_String: print_string(b, it->valuestring ? it->valuestring : ""); break;
+    case cJSON_String: buf_put_json_string(b, it->valuestring ? it->valuestring : ""); break;
     case cJSON_Number:
         if (it->valuestring && (double)strtod(it->valuestring, NULL) == it->valuedouble) {
             buf_puts(b, it->valuestring);
@@ -752,7 +730,7 @@ static void print_item(struct buf *b, const cJSON *it)
     case cJSON_Object:
         buf_putc(b, '{');
         for (const cJSON *c = it->child; c; c = c->next) {
-            print_string(b, c->string ? c->string : "");
+            buf_put_json_string(b, c->string ? c->string : "");
             buf_putc(b, ':');
             print_item(b, c);
             if (c->next)
