@@ -381,6 +381,29 @@ def main():
         eq([(e["type"], e["object"]["metadata"]["name"]) for e in evs], [("ADDED", "one")],
            "watch on an object path")
 
+    def t_pod_binding():
+        pods = "/api/v1/namespaces/default/pods"
+        code, _, _ = raw.req("POST", pods, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bp"},
+                                            "spec": {"containers": [{"name": "c", "image": "x"}]}})
+        eq(code, 201, "pod")
+        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "bp"},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}}
+        code, j, _ = raw.req("POST", pods + "/bp/binding", binding)
+        eq(code, 201, "binding")
+        eq(j["status"], "Success", "binding status")
+        code, pod, _ = raw.req("GET", pods + "/bp")
+        eq(pod["spec"]["nodeName"], "node-1", "nodeName")
+        eq([c["type"] for c in pod["status"]["conditions"]], ["PodScheduled"], "PodScheduled")
+        code, j, _ = raw.req("POST", pods + "/bp/binding", binding)
+        eq(code, 409, "second binding")
+        contains(j["message"], 'pod bp is already assigned to node "node-1"')
+        pod["spec"]["nodeName"] = "node-2"
+        code, j, _ = raw.req("PUT", pods + "/bp", pod)
+        eq(code, 422, "nodeName is immutable")
+        binding["metadata"]["name"] = "nope"
+        code, j, _ = raw.req("POST", pods + "/nope/binding", binding)
+        eq(code, 404, "binding of a missing pod")
+
     def t_timeout_seconds():
         t0 = time.time()
         c = raw.conn()
@@ -425,6 +448,7 @@ def main():
     s.run("watch from an expired resourceVersion", t_expired_watch_event)
     s.run("watch timeoutSeconds", t_timeout_seconds)
     s.run("watch on an object path", t_watch_object_path)
+    s.run("pods/binding", t_pod_binding)
     s.run("SIGTERM stops tern-dev and its etcd", t_sigterm_stops_own_etcd)
     s.run("clean SIGTERM stop", td.check_clean_stop)
     etcd.stop()

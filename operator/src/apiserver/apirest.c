@@ -2394,6 +2394,93 @@ static void not_found_path(struct apirest_resp *resp)
                                        NULL, NULL));
 }
 
+/* POST pods/NAME/binding: what the scheduler does (pkg/registry/core/pod
+ * BindingREST): sets spec.nodeName once and the PodScheduled condition. */
+static void handle_binding(struct rq *q)
+{
+    cJSON *b = NULL;
+    char dup[256];
+    cJSON *st = decode_body(q, &b, dup, false);
+    if (st) {
+        respond_status(q->resp, st);
+        return;
+    }
+    const char *node = jstr(json_get(b, "target"), "name");
+    const char *bname = jstr(json_get(b, "metadata"), "name");
+    if (!node || !*node || (bname && strcmp(bname, q->name) != 0)) {
+        struct apistatus_fields f = {0};
+        if (!node || !*node)
+            apistatus_fields_addv(&f, APISTATUS_F_REQUIRED, "target.name", NULL, NULL);
+        else
+            apistatus_fields_add(&f, APISTATUS_F_INVALID, "metadata.name",
+                                 json_get(json_get(b, "metadata"), "name"),
+                                 "must match the pod name");
+        st = apistatus_invalid("", "Binding", q->name, &f);
+        apistatus_fields_done(&f);
+        goto out;
+    }
+    char *key = obj_key(q);
+    for (int attempt = 0; attempt < MAX_RETRIES && !st; attempt++) {
+        cJSON *pod = NULL;
+        int64_t rev = 0;
+        struct tern_err e = {0};
+        int rc = apistore_get(&q->s->store, key, &pod, &rev, &e);
+        if (rc) {
+            st = status_from_store(rc, q->res, q->name, &e);
+            break;
+        }
+        cJSON *spec = ensure_obj(pod, "spec");
+        const char *cur = jstr(spec, "nodeName");
+        if (cur && *cur) {
+            char *msg = xasprintf("pod %s is already assigned to node \"%s\"", q->name, cur);
+            st = apistatus_conflict("", "pods/binding", q->name, msg);
+            free(msg);
+            cJSON_Delete(pod);
+            break;
+        }
+        if (jstr(json_get(pod, "metadata"), "deletionTimestamp")) {
+            char *msg = xasprintf("pod %s is being deleted, cannot be assigned to a host", q->name);
+            st = apistatus_conflict("", "pods/binding", q->name, msg);
+            free(msg);
+            cJSON_Delete(pod);
+            break;
+        }
+        set_str(spec, "nodeName", node);
+        cJSON *status = ensure_obj(pod, "status");
+        cJSON *conds = cJSON_GetObjectItemCaseSensitive(status, "conditions");
+        if (!cJSON_IsArray(conds)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(status, "conditions");
+            conds = cJSON_AddArrayToObject(status, "conditions");
+        }
+        cJSON *c = cJSON_CreateObject();
+        char now[32];
+        now_str(now);
+        cJSON_AddStringToObject(c, "type", "PodScheduled");
+        cJSON_AddStringToObject(c, "status", "True");
+        cJSON_AddNullToObject(c, "lastProbeTime");
+        cJSON_AddStringToObject(c, "lastTransitionTime", now);
+        cJSON_AddItemToArray(conds, c);
+        int64_t nrev = 0;
+        rc = q->dry_run ? 0 : apistore_update(&q->s->store, key, pod, rev, &nrev, &e);
+        cJSON_Delete(pod);
+        if (rc == TERN_ECONFLICT)
+            continue;
+        if (rc)
+            st = status_from_store(rc, q->res, q->name, &e);
+        else
+            respond_json(q->resp, 201, apistatus_new(201, NULL, NULL, NULL, NULL, NULL));
+        free(key);
+        goto out;
+    }
+    if (!st)
+        st = apistatus_conflict(q->res->group, q->res->plural, q->name, NULL);
+    free(key);
+out:
+    cJSON_Delete(b);
+    if (st)
+        respond_status(q->resp, st);
+}
+
 static bool is_namespace(const struct apires *res)
 {
     return !res->crd && strcmp(res->kind, "Namespace") == 0;
@@ -2406,8 +2493,10 @@ static void handle_resource(struct apirest *s, const struct apirest_req *req,
     q.tab = apires_get(&s->reg);
     q.res = apires_find(q.tab, p->group, p->version, p->resource);
     const char *m = req->method ? req->method : "GET";
+    bool binding = q.res && !q.res->crd && strcmp(q.res->kind, "Pod") == 0 && p->sub &&
+                   strcmp(p->sub, "binding") == 0 && strcmp(m, "POST") == 0 && p->name;
     if (!q.res || (!q.res->namespaced && p->ns) ||
-        (p->sub && !(strcmp(p->sub, "status") == 0 && q.res->has_status))) {
+        (p->sub && !binding && !(strcmp(p->sub, "status") == 0 && q.res->has_status))) {
         not_found_path(resp);
         goto out;
     }
@@ -2436,7 +2525,9 @@ static void handle_resource(struct apirest *s, const struct apirest_req *req,
         not_found_path(resp);
         goto out;
     }
-    if (q.name) {
+    if (binding) {
+        handle_binding(&q);
+    } else if (q.name) {
         if (strcmp(m, "GET") == 0 && arg_true(req, "watch") && !q.sub)
             handle_watch(&q);
         else if (strcmp(m, "GET") == 0)
