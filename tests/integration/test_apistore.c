@@ -233,3 +233,98 @@ TEST_T(in_process_requests_follow_the_api, 60)
     etcd_free(c);
     etcd_fixture_stop(&fx);
 }
+
+static const char *mdstr(const cJSON *o, const char *k)
+{
+    const cJSON *v = json_get(json_get(o, "metadata"), k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+TEST_T(lifecycle_with_controllers, 60)
+{
+    struct etcd *c = start();
+    struct apirest rest;
+    struct tern_err e = {0};
+    ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
+    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    rest.lifecycle_controllers = true;
+    cJSON *r = NULL;
+    /* graceful deletion of a bound pod */
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/default/pods", NULL,
+                             "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":"
+                             "[{\"name\":\"c\",\"image\":\"i\"}]}}",
+                             NULL),
+                  201);
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/default/pods/p/binding", NULL,
+                             "{\"metadata\":{\"name\":\"p\"},\"target\":{\"kind\":\"Node\","
+                             "\"name\":\"n1\"}}",
+                             NULL),
+                  201);
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/api/v1/namespaces/default/pods/p", NULL, NULL, &r),
+                  200);
+    ASSERT_NOT_NULL(mdstr(r, "deletionTimestamp"));
+    ASSERT_EQ_INT(json_get(json_get(r, "metadata"), "deletionGracePeriodSeconds")->valuedouble, 30);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL),
+                  200);
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/api/v1/namespaces/default/pods/p", NULL,
+                             "{\"gracePeriodSeconds\":0}", NULL),
+                  200);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL),
+                  404);
+    /* jobs default to Orphan; Foreground adds foregroundDeletion */
+#define JOB_BODY                                                                                   \
+    "{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"template\":{\"spec\":{\"restartPolicy\":"             \
+    "\"Never\",\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]}}}}"
+    char body[512];
+    snprintf(body, sizeof(body), JOB_BODY, "j1");
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/apis/batch/v1/namespaces/default/jobs", NULL, body,
+                             NULL),
+                  201);
+    snprintf(body, sizeof(body), JOB_BODY, "j2");
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/apis/batch/v1/namespaces/default/jobs", NULL, body,
+                             NULL),
+                  201);
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/apis/batch/v1/namespaces/default/jobs/j1", NULL,
+                             NULL, &r),
+                  200);
+    ASSERT_EQ_STR(json_get(json_get(r, "metadata"), "finalizers")->child->valuestring, "orphan");
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/apis/batch/v1/namespaces/default/jobs/j2", NULL,
+                             "{\"propagationPolicy\":\"Foreground\"}", &r),
+                  200);
+    ASSERT_EQ_STR(json_get(json_get(r, "metadata"), "finalizers")->child->valuestring,
+                  "foregroundDeletion");
+    cJSON_Delete(r);
+    /* the GC removes the finalizer: the job goes */
+    ASSERT_EQ_INT(apirest_do(&rest, "PATCH", "/apis/batch/v1/namespaces/default/jobs/j2",
+                             "application/merge-patch+json", "{\"metadata\":{\"finalizers\":null}}",
+                             NULL),
+                  200);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/apis/batch/v1/namespaces/default/jobs/j2", NULL, NULL,
+                             NULL),
+                  404);
+    /* namespaces: Terminating until finalized */
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces", NULL,
+                             "{\"metadata\":{\"name\":\"gone\"}}", NULL),
+                  201);
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/api/v1/namespaces/gone", NULL, NULL, &r), 200);
+    ASSERT_EQ_STR(json_get(json_get(r, "status"), "phase")->valuestring, "Terminating");
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/gone/configmaps", NULL,
+                             "{\"metadata\":{\"name\":\"late\"}}", &r),
+                  403);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/gone", NULL, NULL, &r), 200);
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "spec"),
+                                            "finalizers");
+    char *ns = json_print(r);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "PUT", "/api/v1/namespaces/gone/finalize", NULL, ns, NULL),
+                  200);
+    free(ns);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/gone", NULL, NULL, NULL), 404);
+    apirest_done(&rest);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}

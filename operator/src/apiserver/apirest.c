@@ -716,6 +716,11 @@ static void validate_meta(const struct apires *res, const cJSON *obj, struct api
     }
 }
 
+static bool is_kind(const struct apires *res, const char *kind)
+{
+    return !res->crd && strcmp(res->kind, kind) == 0;
+}
+
 /* ---- built-in validation (a subset of the API validation packages) ---- */
 
 static const char config_key_msg[] =
@@ -1304,7 +1309,20 @@ static cJSON *prepare_update(struct rq *q, const cJSON *cur, cJSON **objp, const
     }
     cJSON_DeleteItemFromObjectCaseSensitive(md, "managedFields");
     cJSON_DeleteItemFromObjectCaseSensitive(md, "selfLink");
-    if (q->res->has_status) {
+    if (is_kind(q->res, "Namespace") && q->sub && strcmp(q->sub, "finalize") == 0) {
+        /* namespaces/NAME/finalize changes spec.finalizers only */
+        cJSON *n = json_dup(cur);
+        cJSON *fin = cJSON_DetachItemFromObjectCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(obj, "spec"), "finalizers");
+        cJSON *nspec = ensure_obj(n, "spec");
+        cJSON_DeleteItemFromObjectCaseSensitive(nspec, "finalizers");
+        if (fin)
+            cJSON_AddItemToObject(nspec, "finalizers", fin);
+        cJSON_Delete(obj);
+        obj = n;
+        *objp = n;
+        md = ensure_obj(obj, "metadata");
+    } else if (q->res->has_status) {
         bool status_ep = q->sub && strcmp(q->sub, "status") == 0;
         if (status_ep) {
             /* only status changes through /status */
@@ -1377,6 +1395,26 @@ static bool finalizers_empty(const cJSON *obj)
 {
     const cJSON *f = json_get(json_get(obj, "metadata"), "finalizers");
     return !cJSON_IsArray(f) || !f->child;
+}
+
+/* A deleting object goes when nothing holds it: no finalizers, for pods a
+ * grace period run down to 0, for namespaces empty spec.finalizers. */
+static bool removable(const struct apires *res, const cJSON *obj)
+{
+    if (!finalizers_empty(obj))
+        return false;
+    if (is_kind(res, "Pod")) {
+        int64_t g = 0;
+        const cJSON *gv = json_get(json_get(obj, "metadata"), "deletionGracePeriodSeconds");
+        if (gv && json_item_int64(gv, &g) == 0 && g > 0)
+            return false;
+    }
+    if (is_kind(res, "Namespace")) {
+        const cJSON *sf = json_get(json_get(obj, "spec"), "finalizers");
+        if (cJSON_IsArray(sf) && sf->child)
+            return false;
+    }
+    return true;
 }
 
 static char *obj_key(struct rq *q)
@@ -1798,7 +1836,7 @@ static void handle_update(struct rq *q, enum mut_kind k, const cJSON *body, cons
             return;
         }
         cJSON_Delete(cur);
-        if (jstr(json_get(obj, "metadata"), "deletionTimestamp") && finalizers_empty(obj)) {
+        if (jstr(json_get(obj, "metadata"), "deletionTimestamp") && removable(q->res, obj)) {
             delete_and_reply(q, key, obj, rev, true);
             free(key);
             return;
@@ -2031,22 +2069,109 @@ static void handle_delete(struct rq *q)
             cJSON_Delete(cur);
             goto out;
         }
-        if (!finalizers_empty(cur)) {
-            if (jstr(md, "deletionTimestamp")) {
+        /* graceful deletion of a pod bound to a node and not finished */
+        int64_t grace = 0;
+        bool is_pod = is_kind(q->res, "Pod");
+        if (is_pod) {
+            const cJSON *gp = json_get(opts, "gracePeriodSeconds");
+            const char *gq = arg(q->req, "gracePeriodSeconds");
+            int64_t v;
+            const char *phase = jstr(json_get(cur, "status"), "phase");
+            if (gp && json_item_int64(gp, &v) == 0)
+                grace = v;
+            else if (gq && num_parse_i64(gq, &v) == 0)
+                grace = v;
+            else if (json_get(json_get(cur, "spec"), "terminationGracePeriodSeconds") &&
+                     json_item_int64(json_get(json_get(cur, "spec"),
+                                              "terminationGracePeriodSeconds"),
+                                     &v) == 0)
+                grace = v;
+            else
+                grace = 30;
+            if (grace < 0)
+                grace = 0;
+            const char *node = jstr(json_get(cur, "spec"), "nodeName");
+            if (!node || !*node ||
+                (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)))
+                grace = 0;
+        }
+        const char *policy = pp;
+        if (!policy && q->s->lifecycle_controllers && is_kind(q->res, "Job"))
+            policy = "Orphan"; /* batch/v1 jobs' default GC policy */
+        if (cJSON_IsTrue(json_get(opts, "orphanDependents")))
+            policy = "Orphan";
+        const char *add_fin = NULL;
+        if (q->s->lifecycle_controllers && policy && strcmp(policy, "Foreground") == 0)
+            add_fin = "foregroundDeletion";
+        else if (q->s->lifecycle_controllers && policy && strcmp(policy, "Orphan") == 0)
+            add_fin = "orphan";
+        bool ns_terminating = q->s->lifecycle_controllers && is_kind(q->res, "Namespace");
+        bool deleting = jstr(md, "deletionTimestamp") != NULL;
+        if (deleting && is_pod) {
+            /* a shorter grace period shortens the deletion; 0 finishes it */
+            int64_t curg = 0;
+            const cJSON *cg = json_get(md, "deletionGracePeriodSeconds");
+            if (cg)
+                json_item_int64(cg, &curg);
+            if (grace < curg) {
+                cJSON *m3 = ensure_obj(cur, "metadata");
+                time_t when = time(NULL) + grace;
+                char ts[32];
+                apitable_format_time(when, ts, sizeof(ts));
+                set_str(m3, "deletionTimestamp", ts);
+                cJSON_DeleteItemFromObjectCaseSensitive(m3, "deletionGracePeriodSeconds");
+                json_add_int64(m3, "deletionGracePeriodSeconds", grace);
+                if (removable(q->res, cur)) {
+                    if (q->dry_run) {
+                        respond_object(q, 200, cur);
+                        goto done;
+                    }
+                    int64_t drev = 0;
+                    rc = apistore_delete(&q->s->store, key, rev, &drev, &e);
+                    if (rc == TERN_ECONFLICT) {
+                        cJSON_Delete(cur);
+                        continue;
+                    }
+                    if (rc) {
+                        st = status_from_store(rc, q->res, q->name, &e);
+                        cJSON_Delete(cur);
+                        goto out;
+                    }
+                    respond_object(q, 200, cur);
+                    goto done;
+                }
+                goto mark;
+            }
+        }
+        if (!finalizers_empty(cur) || grace > 0 || add_fin || ns_terminating) {
+            if (deleting) {
                 respond_object(q, 200, cur); /* already being deleted */
                 goto done;
             }
+        mark:;
             cJSON *m2 = ensure_obj(cur, "metadata");
-            char now[32];
-            now_str(now);
-            set_str(m2, "deletionTimestamp", now);
-            cJSON_DeleteItemFromObjectCaseSensitive(m2, "deletionGracePeriodSeconds");
-            json_add_int64(m2, "deletionGracePeriodSeconds", 0);
-            int64_t g = 0;
-            const cJSON *gv = json_get(m2, "generation");
-            if (gv && json_item_int64(gv, &g) == 0) {
-                cJSON_DeleteItemFromObjectCaseSensitive(m2, "generation");
-                json_add_int64(m2, "generation", g + 1);
+            if (!deleting) {
+                char now[32];
+                apitable_format_time(time(NULL) + grace, now, sizeof(now));
+                set_str(m2, "deletionTimestamp", now);
+                cJSON_DeleteItemFromObjectCaseSensitive(m2, "deletionGracePeriodSeconds");
+                json_add_int64(m2, "deletionGracePeriodSeconds", grace);
+                int64_t g = 0;
+                const cJSON *gv = json_get(m2, "generation");
+                if (gv && json_item_int64(gv, &g) == 0) {
+                    cJSON_DeleteItemFromObjectCaseSensitive(m2, "generation");
+                    json_add_int64(m2, "generation", g + 1);
+                }
+                if (add_fin) {
+                    cJSON *fz = cJSON_GetObjectItemCaseSensitive(m2, "finalizers");
+                    if (!cJSON_IsArray(fz)) {
+                        cJSON_DeleteItemFromObjectCaseSensitive(m2, "finalizers");
+                        fz = cJSON_AddArrayToObject(m2, "finalizers");
+                    }
+                    cJSON_AddItemToArray(fz, cJSON_CreateString(add_fin));
+                }
+                if (ns_terminating)
+                    set_str(ensure_obj(cur, "status"), "phase", "Terminating");
             }
             if (q->dry_run) {
                 respond_object(q, 200, cur);
@@ -2073,7 +2198,8 @@ static void handle_delete(struct rq *q)
             /* a delete must hit the version we read (to return it) */
             int64_t drev = 0;
             rc = 0;
-            if (!is_crd(q->res) && !(strcmp(q->res->kind, "Namespace") == 0 && !q->res->crd)) {
+            if (!is_crd(q->res) &&
+                !(is_kind(q->res, "Namespace") && !q->s->lifecycle_controllers)) {
                 rc = apistore_delete(&q->s->store, key, rev, &drev, &e);
                 if (rc == TERN_ECONFLICT) {
                     cJSON_Delete(cur);
@@ -2495,8 +2621,11 @@ static void handle_resource(struct apirest *s, const struct apirest_req *req,
     const char *m = req->method ? req->method : "GET";
     bool binding = q.res && !q.res->crd && strcmp(q.res->kind, "Pod") == 0 && p->sub &&
                    strcmp(p->sub, "binding") == 0 && strcmp(m, "POST") == 0 && p->name;
+    bool finalize = q.res && is_kind(q.res, "Namespace") && p->sub &&
+                    strcmp(p->sub, "finalize") == 0 && strcmp(m, "PUT") == 0;
     if (!q.res || (!q.res->namespaced && p->ns) ||
-        (p->sub && !binding && !(strcmp(p->sub, "status") == 0 && q.res->has_status))) {
+        (p->sub && !binding && !finalize &&
+         !(strcmp(p->sub, "status") == 0 && q.res->has_status))) {
         not_found_path(resp);
         goto out;
     }

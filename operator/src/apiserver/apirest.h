@@ -29,6 +29,14 @@ struct apirest {
     struct apires_registry reg;
     pthread_mutex_t crd_mu;         /* serialises CRD writes and table reloads */
     char *server_address;           /* host:port for /api */
+    /* Set (before serving) when a garbage collector and a namespace
+     * controller run in the process (part 2). Then, as in Kubernetes,
+     * propagationPolicy Foreground/Orphan add the foregroundDeletion/orphan
+     * finalizers (jobs default to Orphan), and deleting a namespace marks it
+     * Terminating until its spec.finalizers are emptied through
+     * namespaces/NAME/finalize. When false both complete at once: there is
+     * nobody to remove those finalizers. */
+    bool lifecycle_controllers;
 };
 
 struct apirest_arg {

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct apiserver {
     struct MHD_Daemon *d;
@@ -133,7 +134,7 @@ static bool auth_ok(struct apiserver *s, struct MHD_Connection *conn)
     if (!s->token)
         return true;
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0)
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) /* the scheme is case-insensitive */
         return false;
     const char *t = h + 7;
     size_t a = strlen(t), b = strlen(s->token);
