@@ -328,3 +328,101 @@ TEST_T(lifecycle_with_controllers, 60)
     etcd_free(c);
     etcd_fixture_stop(&fx);
 }
+
+struct logfix {
+    char path[600];
+    bool running;
+};
+
+static int fake_log_path(void *ctx, const cJSON *pod, const char *container, bool previous,
+                         char **ret, struct tern_err *err)
+{
+    struct logfix *l = ctx;
+    (void)pod;
+    if (previous || strcmp(container, "c") != 0)
+        return err_set(err, TERN_ENOTFOUND, "no such run");
+    *ret = xstrdup(l->path);
+    return 0;
+}
+
+static bool fake_log_running(void *ctx, const cJSON *pod, const char *container, int64_t rc)
+{
+    (void)pod;
+    (void)container;
+    (void)rc;
+    return ((struct logfix *)ctx)->running;
+}
+
+static void append_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "a");
+    ASSERT_NOT_NULL(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+TEST_T(pod_logs_through_the_kubelet_hook, 60)
+{
+    struct etcd *c = start();
+    struct apirest rest;
+    struct tern_err e = {0};
+    ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
+    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    struct logfix lf = {.running = true};
+    snprintf(lf.path, sizeof(lf.path), "%s/c.log", th_tmpdir());
+    append_file(lf.path, "one\ntwo\nthree\n");
+    cJSON *r = NULL;
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/pods/p/log", NULL, NULL, &r),
+                  404); /* no hook: not served */
+    cJSON_Delete(r);
+    rest.log_path = fake_log_path;
+    rest.log_running = fake_log_running;
+    rest.log_ctx = &lf;
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/default/pods", NULL,
+                             "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":"
+                             "[{\"name\":\"c\",\"image\":\"i\"},{\"name\":\"d\",\"image\":\"i\"}]}}",
+                             NULL),
+                  201);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/pods/p/log", NULL, NULL, &r),
+                  400);
+    ASSERT_CONTAINS(json_get(r, "message")->valuestring,
+                    "a container name must be specified for pod p, choose one of: [c d]");
+    cJSON_Delete(r);
+    struct apirest_arg args[] = {{"container", "c"}, {"tailLines", "2"}};
+    struct apirest_req req = {.method = "GET", .path = "/api/v1/namespaces/default/pods/p/log",
+                              .args = args, .nargs = 2};
+    struct apirest_resp resp = {0};
+    apirest_handle(&rest, &req, &resp);
+    ASSERT_EQ_INT(resp.status, 200);
+    ASSERT_EQ_STR(resp.content_type, "text/plain");
+    ASSERT_EQ_STR(buf_str(&resp.body), "two\nthree\n");
+    apirest_resp_done(&resp);
+    /* follow: the current content, then what is appended, until the run ends */
+    struct apirest_arg fargs[] = {{"container", "c"}, {"follow", "true"}};
+    req.args = fargs;
+    memset(&resp, 0, sizeof(resp));
+    apirest_handle(&rest, &req, &resp);
+    ASSERT_EQ_INT(resp.status, 200);
+    ASSERT_NOT_NULL(resp.watch);
+    struct buf out;
+    buf_init(&out, 1u << 20);
+    ASSERT_EQ_INT(apirest_watch_next(resp.watch, &out, 100), 0);
+    ASSERT_EQ_STR(buf_str(&out), "one\ntwo\nthree\n");
+    buf_reset(&out);
+    append_file(lf.path, "four\n");
+    ASSERT_EQ_INT(apirest_watch_next(resp.watch, &out, 2000), 0);
+    ASSERT_EQ_STR(buf_str(&out), "four\n");
+    buf_reset(&out);
+    append_file(lf.path, "five\n");
+    lf.running = false;
+    int rc = 0;
+    for (int i = 0; i < 20 && rc == 0; i++)
+        rc = apirest_watch_next(resp.watch, &out, 500);
+    ASSERT_EQ_INT(rc, 1);
+    ASSERT_EQ_STR(buf_str(&out), "five\n");
+    buf_done(&out);
+    apirest_resp_done(&resp);
+    apirest_done(&rest);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}

@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/random.h>
+#include <unistd.h>
 #include <time.h>
 
 #define CT_JSON "application/json"
@@ -2289,12 +2291,23 @@ struct apirest_watch {
     time_t next_bookmark;
     bool sent_columns;
     char *final_line;
+    /* pods/log?follow=true streams a file instead of events */
+    bool log_mode;
+    int log_fd;
+    char *log_key;
+    char *log_container;
+    int64_t log_restarts;
+    time_t log_next_check;
 };
 
 void apirest_watch_free(struct apirest_watch *w)
 {
     if (!w)
         return;
+    if (w->log_mode)
+        close(w->log_fd);
+    free(w->log_key);
+    free(w->log_container);
     apiwatch_unsubscribe(w->sub);
     for (size_t i = w->init_pos; i < w->ninit; i++)
         cJSON_Delete(w->initial[i]);
@@ -2379,8 +2392,12 @@ static void convert_event(struct apirest_watch *w, const struct apiwatch_event *
     cJSON_Delete(prev);
 }
 
+static int log_next(struct apirest_watch *w, struct buf *out, long timeout_ms);
+
 int apirest_watch_next(struct apirest_watch *w, struct buf *out, long timeout_ms)
 {
+    if (w->log_mode)
+        return log_next(w, out, timeout_ms);
     if (w->final_line) {
         buf_puts(out, w->final_line);
         return 1;
@@ -2520,6 +2537,194 @@ static void not_found_path(struct apirest_resp *resp)
                                        NULL, NULL));
 }
 
+/* ---- pods/log ------------------------------------------------------------ */
+
+static int64_t restart_count(const cJSON *pod, const char *container)
+{
+    const cJSON *cs = json_get(json_get(pod, "status"), "containerStatuses");
+    int64_t n = 0;
+    for (const cJSON *c = cJSON_IsArray(cs) ? cs->child : NULL; c; c = c->next) {
+        const char *name = jstr(c, "name");
+        if (name && container && strcmp(name, container) == 0)
+            json_item_int64(json_get(c, "restartCount"), &n);
+    }
+    return n;
+}
+
+/* The container a log request means, or NULL with *st set. */
+static const char *log_container(const cJSON *pod, const char *want, const char *podname,
+                                 cJSON **st)
+{
+    const cJSON *cs = json_get(json_get(pod, "spec"), "containers");
+    if (want && *want) {
+        static const char *lists[] = {"containers", "initContainers"};
+        for (size_t l = 0; l < 2; l++) {
+            const cJSON *arr = json_get(json_get(pod, "spec"), lists[l]);
+            for (const cJSON *c = cJSON_IsArray(arr) ? arr->child : NULL; c; c = c->next)
+                if (jstr(c, "name") && strcmp(jstr(c, "name"), want) == 0)
+                    return want;
+        }
+        char *m = xasprintf("container %s is not valid for pod %s", want, podname);
+        *st = apistatus_bad_request(m);
+        free(m);
+        return NULL;
+    }
+    const char *def = jstr(json_get(json_get(pod, "metadata"), "annotations"),
+                           "kubectl.kubernetes.io/default-container");
+    if (def)
+        return def;
+    if (cJSON_GetArraySize(cs) == 1)
+        return jstr(cs->child, "name");
+    struct buf b;
+    buf_init(&b, 1u << 16);
+    for (const cJSON *c = cJSON_IsArray(cs) ? cs->child : NULL; c; c = c->next)
+        buf_printf(&b, "%s%s", c == cs->child ? "" : " ", jstr(c, "name") ? jstr(c, "name") : "");
+    char *m = xasprintf("a container name must be specified for pod %s, choose one of: [%s]",
+                        podname, buf_str(&b));
+    *st = apistatus_bad_request(m);
+    free(m);
+    buf_done(&b);
+    return NULL;
+}
+
+static void handle_log(struct rq *q)
+{
+    cJSON *st = NULL, *pod = NULL;
+    char *key = obj_key(q), *path = NULL;
+    struct tern_err e = {0};
+    int fd = -1;
+    int rc = apistore_get(&q->s->store, key, &pod, NULL, &e);
+    if (rc) {
+        st = status_from_store(rc, q->res, q->name, &e);
+        goto out;
+    }
+    const char *container = log_container(pod, arg(q->req, "container"), q->name, &st);
+    if (!container)
+        goto out;
+    bool previous = arg_true(q->req, "previous");
+    rc = q->s->log_path(q->s->log_ctx, pod, container, previous, &path, &e);
+    if (rc) {
+        char *m = previous ? xasprintf("previous terminated container \"%s\" in pod \"%s\" not "
+                                       "found",
+                                       container, q->name)
+                           : xasprintf("container \"%s\" in pod \"%s\" is waiting to start: %s",
+                                       container, q->name, e.msg[0] ? e.msg : "no log yet");
+        st = apistatus_bad_request(m);
+        free(m);
+        goto out;
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        char *m = xasprintf("container \"%s\" in pod \"%s\" is waiting to start: no log file",
+                            container, q->name);
+        st = apistatus_bad_request(m);
+        free(m);
+        goto out;
+    }
+    int64_t tail = -1, limit = -1;
+    const char *ts = arg(q->req, "tailLines"), *lb = arg(q->req, "limitBytes");
+    if (ts && (num_parse_i64(ts, &tail) || tail < 0))
+        tail = -1;
+    if (lb && (num_parse_i64(lb, &limit) || limit <= 0))
+        limit = -1;
+    off_t size = lseek(fd, 0, SEEK_END);
+    off_t start = size > (off_t)TERN_KUBE_MAX_OBJECT * 4 ? size - (off_t)TERN_KUBE_MAX_OBJECT * 4 : 0;
+    struct buf b;
+    buf_init(&b, (size_t)TERN_KUBE_MAX_OBJECT * 4 + 1);
+    char tmp[65536];
+    ssize_t n;
+    while ((n = pread(fd, tmp, sizeof(tmp), start + (off_t)b.len)) > 0 && buf_append(&b, tmp, (size_t)n) == 0)
+        ;
+    size_t from = 0;
+    if (tail >= 0) {
+        /* the last tail lines */
+        size_t i = b.len;
+        int64_t lines = 0;
+        if (i && b.data[i - 1] == '\n')
+            i--;
+        while (i > 0) {
+            if (b.data[i - 1] == '\n' && ++lines == tail)
+                break;
+            i--;
+        }
+        from = tail == 0 ? b.len : i;
+    }
+    size_t len = b.len - from;
+    if (limit > 0 && (size_t)limit < len)
+        len = (size_t)limit;
+    buf_reset(&q->resp->body);
+    buf_append(&q->resp->body, b.data ? b.data + from : "", len);
+    buf_done(&b);
+    q->resp->status = 200;
+    q->resp->content_type = "text/plain";
+    if (arg_true(q->req, "follow") && !previous && q->s->log_running) {
+        struct apirest_watch *w = xcalloc(1, sizeof(*w));
+        w->s = q->s;
+        w->log_mode = true;
+        w->log_fd = fd;
+        fd = -1;
+        w->log_key = key;
+        key = NULL;
+        w->log_container = xstrdup(container);
+        w->log_restarts = restart_count(pod, container);
+        w->deadline = time(NULL) + 24 * 3600;
+        /* the first chunk is what was read above; continue after it */
+        lseek(w->log_fd, start + (off_t)(from + len), SEEK_SET);
+        w->final_line = q->resp->body.len ? xstrndup(q->resp->body.data, q->resp->body.len) : NULL;
+        buf_reset(&q->resp->body);
+        q->resp->watch = w;
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    free(key);
+    cJSON_Delete(pod);
+    if (st)
+        respond_status(q->resp, st);
+}
+
+static int log_next(struct apirest_watch *w, struct buf *out, long timeout_ms)
+{
+    if (w->final_line) {
+        buf_puts(out, w->final_line);
+        free(w->final_line);
+        w->final_line = NULL;
+        return 0;
+    }
+    char tmp[65536];
+    long waited = 0;
+    for (;;) {
+        ssize_t n = read(w->log_fd, tmp, sizeof(tmp));
+        if (n > 0) {
+            buf_append(out, tmp, (size_t)n);
+            return 0;
+        }
+        time_t now = time(NULL);
+        if (now >= w->log_next_check) {
+            w->log_next_check = now + 1;
+            cJSON *pod = NULL;
+            bool running = false;
+            if (apistore_get(&w->s->store, w->log_key, &pod, NULL, NULL) == 0)
+                running = w->s->log_running(w->s->log_ctx, pod, w->log_container,
+                                            w->log_restarts);
+            cJSON_Delete(pod);
+            if (!running) {
+                /* drain what the container wrote before it stopped */
+                while ((n = read(w->log_fd, tmp, sizeof(tmp))) > 0 &&
+                       buf_append(out, tmp, (size_t)n) == 0)
+                    ;
+                return 1;
+            }
+        }
+        if (waited >= timeout_ms)
+            return 0;
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        waited += 200;
+    }
+}
+
 /* POST pods/NAME/binding: what the scheduler does (pkg/registry/core/pod
  * BindingREST): sets spec.nodeName once and the PodScheduled condition. */
 static void handle_binding(struct rq *q)
@@ -2621,10 +2826,12 @@ static void handle_resource(struct apirest *s, const struct apirest_req *req,
     const char *m = req->method ? req->method : "GET";
     bool binding = q.res && !q.res->crd && strcmp(q.res->kind, "Pod") == 0 && p->sub &&
                    strcmp(p->sub, "binding") == 0 && strcmp(m, "POST") == 0 && p->name;
+    bool podlog = q.res && is_kind(q.res, "Pod") && p->sub && strcmp(p->sub, "log") == 0 &&
+                  strcmp(m, "GET") == 0 && p->name && s->log_path;
     bool finalize = q.res && is_kind(q.res, "Namespace") && p->sub &&
                     strcmp(p->sub, "finalize") == 0 && strcmp(m, "PUT") == 0;
     if (!q.res || (!q.res->namespaced && p->ns) ||
-        (p->sub && !binding && !finalize &&
+        (p->sub && !binding && !finalize && !podlog &&
          !(strcmp(p->sub, "status") == 0 && q.res->has_status))) {
         not_found_path(resp);
         goto out;
@@ -2656,6 +2863,8 @@ static void handle_resource(struct apirest *s, const struct apirest_req *req,
     }
     if (binding) {
         handle_binding(&q);
+    } else if (podlog) {
+        handle_log(&q);
     } else if (q.name) {
         if (strcmp(m, "GET") == 0 && arg_true(req, "watch") && !q.sub)
             handle_watch(&q);

@@ -37,6 +37,16 @@ struct apirest {
      * namespaces/NAME/finalize. When false both complete at once: there is
      * nobody to remove those finalizers. */
     bool lifecycle_controllers;
+    /* Optional (part 2's kubelet): pods/log. log_path gives the log file of
+     * a container of pod (container NULL = the default one; previous = the
+     * run before the current one) as a new path, or TERN_ENOTFOUND;
+     * log_running says whether that file may still grow (follow=true reads
+     * it until then). NULL: pods/log answers 404. */
+    int (*log_path)(void *ctx, const cJSON *pod, const char *container, bool previous,
+                    char **ret, struct tern_err *err);
+    bool (*log_running)(void *ctx, const cJSON *pod, const char *container,
+                        int64_t restart_count);
+    void *log_ctx;
 };
 
 struct apirest_arg {

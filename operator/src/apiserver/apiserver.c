@@ -202,7 +202,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_reader, c, NULL);
     if (!mr)
         return MHD_NO;
-    MHD_add_response_header(mr, "Content-Type", "application/json");
+    MHD_add_response_header(mr, "Content-Type",
+                            c->resp.content_type ? c->resp.content_type : "application/json");
     MHD_add_response_header(mr, "Cache-Control", "no-cache, private");
     enum MHD_Result ret = MHD_queue_response(conn, 200, mr);
     MHD_destroy_response(mr);
