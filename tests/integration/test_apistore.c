@@ -3,7 +3,10 @@
 #include "harness.h"
 
 #include "../support/etcd_fixture.h"
+#include "apiserver/apipki.h"
 #include "apiserver/apirest.h"
+#include "apiserver/apiserver.h"
+#include "http/httpc.h"
 #include "apiserver/apistore.h"
 #include "apiserver/apiwatch.h"
 #include "base/mem.h"
@@ -422,6 +425,59 @@ TEST_T(pod_logs_through_the_kubelet_hook, 60)
     ASSERT_EQ_STR(buf_str(&out), "five\n");
     buf_done(&out);
     apirest_resp_done(&resp);
+    apirest_done(&rest);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+static bool accept_extra(void *ctx, const char *token)
+{
+    return strcmp(token, (const char *)ctx) == 0;
+}
+
+static long https_get(const struct apipki *pki, uint16_t port, const char *token, const char *path)
+{
+    struct httpc *h = httpc_new();
+    char *url = xasprintf("https://127.0.0.1:%u%s", (unsigned)port, path);
+    char *auth = xasprintf("Authorization: bearer %s", token);
+    const char *hdrs[] = {auth, NULL};
+    struct httpc_tls tls = {.ca_pem = pki->ca_pem, .ca_pem_len = strlen(pki->ca_pem)};
+    struct httpc_request rq = {.url = url, .headers = hdrs, .timeout_ms = 10000, .tls = &tls};
+    struct httpc_response rs = {0};
+    long st = httpc_do(h, &rq, &rs, NULL) == 0 ? rs.status : -1;
+    httpc_response_done(&rs);
+    free(auth);
+    free(url);
+    httpc_free(h);
+    return st;
+}
+
+TEST_T(https_front_tokens, 60)
+{
+    struct etcd *c = start();
+    struct apirest rest;
+    struct tern_err e = {0};
+    ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
+    struct apipki pki = {0};
+    ASSERT_OK(apipki_ensure(th_tmpdir(), &pki, &e));
+    struct apiserver_config sc = {.rest = &rest, .cert_pem = pki.cert_pem, .key_pem = pki.key_pem,
+                                  .token = pki.token, .authn = accept_extra,
+                                  .authn_ctx = (void *)"ternsa1_extra"};
+    struct apiserver *srv = NULL;
+    ASSERT_OK(apiserver_start(&sc, &srv, &e));
+    uint16_t port = apiserver_port(srv);
+    ASSERT_CMP_INT(port, >, 0);
+    ASSERT_EQ_INT(https_get(&pki, port, pki.token, "/version"), 200);
+    ASSERT_EQ_INT(https_get(&pki, port, "ternsa1_extra", "/api"), 200);
+    ASSERT_EQ_INT(https_get(&pki, port, "wrong", "/api"), 401);
+    /* the material is reused on the next start */
+    struct apipki again = {0};
+    ASSERT_OK(apipki_ensure(th_tmpdir(), &again, &e));
+    ASSERT_EQ_STR(again.token, pki.token);
+    ASSERT_EQ_STR(again.ca_pem, pki.ca_pem);
+    apipki_done(&again);
+    apiserver_stop(srv);
+    apipki_done(&pki);
     apirest_done(&rest);
     etcd_free(c);
     etcd_fixture_stop(&fx);

@@ -19,6 +19,8 @@ struct apiserver {
     struct MHD_Daemon *d;
     struct apirest *rest;
     char *cert, *key, *token;
+    bool (*authn)(void *ctx, const char *token);
+    void *authn_ctx;
     uint16_t port;
     atomic_bool stopping;
 };
@@ -141,7 +143,9 @@ static bool auth_ok(struct apiserver *s, struct MHD_Connection *conn)
     unsigned diff = (unsigned)(a ^ b);
     for (size_t i = 0; i < a && i < b; i++)
         diff |= (unsigned)(t[i] ^ s->token[i]);
-    return diff == 0;
+    if (diff == 0)
+        return true;
+    return s->authn && s->authn(s->authn_ctx, t);
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
@@ -218,6 +222,8 @@ int apiserver_start(const struct apiserver_config *cfg, struct apiserver **ret,
     s->cert = xstrdup(cfg->cert_pem);
     s->key = xstrdup(cfg->key_pem);
     s->token = cfg->token ? xstrdup(cfg->token) : NULL;
+    s->authn = cfg->authn;
+    s->authn_ctx = cfg->authn_ctx;
     atomic_init(&s->stopping, false);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(cfg->port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
