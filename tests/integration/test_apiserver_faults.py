@@ -381,6 +381,24 @@ def main():
         eq([(e["type"], e["object"]["metadata"]["name"]) for e in evs], [("ADDED", "one")],
            "watch on an object path")
 
+    def t_delete_collection():
+        for n in ("dc1", "dc2"):
+            raw.req("POST", CM, cm(n, metadata={"name": n, "labels": {"dc": "y"}}))
+        raw.req("PATCH", CM + "/dc2", '{"metadata":{"finalizers":["x.io/hold"]}}',
+                ctype="application/merge-patch+json")
+        code, j, _ = raw.req("DELETE", CM + "?labelSelector=dc%3Dy")
+        eq(code, 200, "deletecollection")
+        eq(sorted(i["metadata"]["name"] for i in j["items"]), ["dc1", "dc2"], "deleted items")
+        code, _, _ = raw.req("GET", CM + "/dc1")
+        eq(code, 404, "dc1 gone")
+        code, o, _ = raw.req("GET", CM + "/dc2")
+        eq(code, 200, "dc2 held by its finalizer")
+        eq("deletionTimestamp" in o["metadata"], True, "dc2 marked")
+        raw.req("PATCH", CM + "/dc2", '{"metadata":{"finalizers":null}}',
+                ctype="application/merge-patch+json")
+        code, _, _ = raw.req("GET", CM + "/dc2")
+        eq(code, 404, "dc2 gone with its finalizer")
+
     def t_pod_binding():
         pods = "/api/v1/namespaces/default/pods"
         code, _, _ = raw.req("POST", pods, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bp"},
@@ -449,6 +467,7 @@ def main():
     s.run("watch timeoutSeconds", t_timeout_seconds)
     s.run("watch on an object path", t_watch_object_path)
     s.run("pods/binding", t_pod_binding)
+    s.run("deletecollection", t_delete_collection)
     s.run("SIGTERM stops tern-dev and its etcd", t_sigterm_stops_own_etcd)
     s.run("clean SIGTERM stop", td.check_clean_stop)
     etcd.stop()

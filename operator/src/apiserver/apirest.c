@@ -2263,6 +2263,28 @@ static void handle_delete_collection(struct rq *q)
             last = rev;
             cJSON_AddItemToArray(items, l.objs[i]);
             l.objs[i] = NULL;
+        } else if (!finalizers_empty(l.objs[i]) && !q->dry_run &&
+                   !jstr(json_get(l.objs[i], "metadata"), "deletionTimestamp")) {
+            /* held by finalizers: marked for deletion, as a single delete does */
+            cJSON *md2 = ensure_obj(l.objs[i], "metadata");
+            char now[32];
+            now_str(now);
+            set_str(md2, "deletionTimestamp", now);
+            cJSON_DeleteItemFromObjectCaseSensitive(md2, "deletionGracePeriodSeconds");
+            json_add_int64(md2, "deletionGracePeriodSeconds", 0);
+            int64_t g = 0;
+            const cJSON *gv = json_get(md2, "generation");
+            if (gv && json_item_int64(gv, &g) == 0) {
+                cJSON_DeleteItemFromObjectCaseSensitive(md2, "generation");
+                json_add_int64(md2, "generation", g + 1);
+            }
+            if (apistore_update(&q->s->store, key, l.objs[i], rv_of(l.objs[i]), &rev, NULL) == 0) {
+                char b[21];
+                set_str(md2, "resourceVersion", num_fmt_i64(rev, b));
+                last = rev;
+                cJSON_AddItemToArray(items, l.objs[i]);
+                l.objs[i] = NULL;
+            }
         }
         free(key);
     }
