@@ -244,6 +244,17 @@ def main():
         code, _, r = raw.req("GET", "/openapi/v2")
         eq(code, 200, "openapi v2")
         contains(r.getheader("Content-Type"), "protobuf")
+        code, idx, _ = raw.req("GET", "/openapi/v3")
+        eq(code, 200, "openapi v3 index")
+        url = idx["paths"]["api/v1"]["serverRelativeURL"]
+        code, doc, _ = raw.req("GET", url)
+        eq(code, 200, "openapi v3 api/v1")
+        patch = doc["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"]
+        eq(patch["x-kubernetes-group-version-kind"],
+           {"group": "", "kind": "ConfigMap", "version": "v1"}, "patch GVK")
+        eq([p["name"] for p in patch["parameters"]], ["fieldValidation"], "fieldValidation param")
+        code, _, _ = raw.req("GET", "/openapi/v3/apis/nope.io/v1")
+        eq(code, 404, "unknown group version")
 
     def t_garbage():
         rnd = random.Random(42)

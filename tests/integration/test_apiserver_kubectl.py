@@ -147,6 +147,8 @@ def main():
         eq(out, "gpt-5.6-mini", "jsonpath")
         _, out, _ = k("apply", "-f", p)
         contains(out, "unchanged")
+        _, out, _ = k("explain", "ags.spec.limits")
+        contains(out, "maxModelTurns\t<integer>")
         _, out, _ = k("describe", "ags", "s1")
         contains(out, "Name:         s1")
         contains(out, "Objective:")
