@@ -244,6 +244,17 @@ def main():
         code, _, r = raw.req("GET", "/openapi/v2")
         eq(code, 200, "openapi v2")
         contains(r.getheader("Content-Type"), "protobuf")
+        code, idx, _ = raw.req("GET", "/openapi/v3")
+        eq(code, 200, "openapi v3 index")
+        url = idx["paths"]["api/v1"]["serverRelativeURL"]
+        code, doc, _ = raw.req("GET", url)
+        eq(code, 200, "openapi v3 api/v1")
+        patch = doc["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"]
+        eq(patch["x-kubernetes-group-version-kind"],
+           {"group": "", "kind": "ConfigMap", "version": "v1"}, "patch GVK")
+        eq([p["name"] for p in patch["parameters"]], ["fieldValidation"], "fieldValidation param")
+        code, _, _ = raw.req("GET", "/openapi/v3/apis/nope.io/v1")
+        eq(code, 404, "unknown group version")
 
     def t_garbage():
         rnd = random.Random(42)
@@ -381,6 +392,47 @@ def main():
         eq([(e["type"], e["object"]["metadata"]["name"]) for e in evs], [("ADDED", "one")],
            "watch on an object path")
 
+    def t_delete_collection():
+        for n in ("dc1", "dc2"):
+            raw.req("POST", CM, cm(n, metadata={"name": n, "labels": {"dc": "y"}}))
+        raw.req("PATCH", CM + "/dc2", '{"metadata":{"finalizers":["x.io/hold"]}}',
+                ctype="application/merge-patch+json")
+        code, j, _ = raw.req("DELETE", CM + "?labelSelector=dc%3Dy")
+        eq(code, 200, "deletecollection")
+        eq(sorted(i["metadata"]["name"] for i in j["items"]), ["dc1", "dc2"], "deleted items")
+        code, _, _ = raw.req("GET", CM + "/dc1")
+        eq(code, 404, "dc1 gone")
+        code, o, _ = raw.req("GET", CM + "/dc2")
+        eq(code, 200, "dc2 held by its finalizer")
+        eq("deletionTimestamp" in o["metadata"], True, "dc2 marked")
+        raw.req("PATCH", CM + "/dc2", '{"metadata":{"finalizers":null}}',
+                ctype="application/merge-patch+json")
+        code, _, _ = raw.req("GET", CM + "/dc2")
+        eq(code, 404, "dc2 gone with its finalizer")
+
+    def t_pod_binding():
+        pods = "/api/v1/namespaces/default/pods"
+        code, _, _ = raw.req("POST", pods, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bp"},
+                                            "spec": {"containers": [{"name": "c", "image": "x"}]}})
+        eq(code, 201, "pod")
+        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "bp"},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}}
+        code, j, _ = raw.req("POST", pods + "/bp/binding", binding)
+        eq(code, 201, "binding")
+        eq(j["status"], "Success", "binding status")
+        code, pod, _ = raw.req("GET", pods + "/bp")
+        eq(pod["spec"]["nodeName"], "node-1", "nodeName")
+        eq([c["type"] for c in pod["status"]["conditions"]], ["PodScheduled"], "PodScheduled")
+        code, j, _ = raw.req("POST", pods + "/bp/binding", binding)
+        eq(code, 409, "second binding")
+        contains(j["message"], 'pod bp is already assigned to node "node-1"')
+        pod["spec"]["nodeName"] = "node-2"
+        code, j, _ = raw.req("PUT", pods + "/bp", pod)
+        eq(code, 422, "nodeName is immutable")
+        binding["metadata"]["name"] = "nope"
+        code, j, _ = raw.req("POST", pods + "/nope/binding", binding)
+        eq(code, 404, "binding of a missing pod")
+
     def t_timeout_seconds():
         t0 = time.time()
         c = raw.conn()
@@ -425,6 +477,8 @@ def main():
     s.run("watch from an expired resourceVersion", t_expired_watch_event)
     s.run("watch timeoutSeconds", t_timeout_seconds)
     s.run("watch on an object path", t_watch_object_path)
+    s.run("pods/binding", t_pod_binding)
+    s.run("deletecollection", t_delete_collection)
     s.run("SIGTERM stops tern-dev and its etcd", t_sigterm_stops_own_etcd)
     s.run("clean SIGTERM stop", td.check_clean_stop)
     etcd.stop()

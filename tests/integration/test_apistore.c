@@ -3,7 +3,10 @@
 #include "harness.h"
 
 #include "../support/etcd_fixture.h"
+#include "apiserver/apipki.h"
 #include "apiserver/apirest.h"
+#include "apiserver/apiserver.h"
+#include "http/httpc.h"
 #include "apiserver/apistore.h"
 #include "apiserver/apiwatch.h"
 #include "base/mem.h"
@@ -229,6 +232,252 @@ TEST_T(in_process_requests_follow_the_api, 60)
                   404);
     ASSERT_EQ_STR(json_get(r, "message")->valuestring, "pods \"p\" not found");
     cJSON_Delete(r);
+    apirest_done(&rest);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+static const char *mdstr(const cJSON *o, const char *k)
+{
+    const cJSON *v = json_get(json_get(o, "metadata"), k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+TEST_T(lifecycle_with_controllers, 60)
+{
+    struct etcd *c = start();
+    struct apirest rest;
+    struct tern_err e = {0};
+    ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
+    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    rest.lifecycle_controllers = true;
+    cJSON *r = NULL;
+    /* graceful deletion of a bound pod */
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/default/pods", NULL,
+                             "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":"
+                             "[{\"name\":\"c\",\"image\":\"i\"}]}}",
+                             NULL),
+                  201);
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/default/pods/p/binding", NULL,
+                             "{\"metadata\":{\"name\":\"p\"},\"target\":{\"kind\":\"Node\","
+                             "\"name\":\"n1\"}}",
+                             NULL),
+                  201);
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/api/v1/namespaces/default/pods/p", NULL, NULL, &r),
+                  200);
+    ASSERT_NOT_NULL(mdstr(r, "deletionTimestamp"));
+    ASSERT_EQ_INT(json_get(json_get(r, "metadata"), "deletionGracePeriodSeconds")->valuedouble, 30);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL),
+                  200);
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/api/v1/namespaces/default/pods/p", NULL,
+                             "{\"gracePeriodSeconds\":0}", NULL),
+                  200);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/pods/p", NULL, NULL, NULL),
+                  404);
+    /* jobs default to Orphan; Foreground adds foregroundDeletion */
+#define JOB_BODY                                                                                   \
+    "{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"template\":{\"spec\":{\"restartPolicy\":"             \
+    "\"Never\",\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]}}}}"
+    char body[512];
+    snprintf(body, sizeof(body), JOB_BODY, "j1");
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/apis/batch/v1/namespaces/default/jobs", NULL, body,
+                             NULL),
+                  201);
+    snprintf(body, sizeof(body), JOB_BODY, "j2");
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/apis/batch/v1/namespaces/default/jobs", NULL, body,
+                             NULL),
+                  201);
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/apis/batch/v1/namespaces/default/jobs/j1", NULL,
+                             NULL, &r),
+                  200);
+    ASSERT_EQ_STR(json_get(json_get(r, "metadata"), "finalizers")->child->valuestring, "orphan");
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/apis/batch/v1/namespaces/default/jobs/j2", NULL,
+                             "{\"propagationPolicy\":\"Foreground\"}", &r),
+                  200);
+    ASSERT_EQ_STR(json_get(json_get(r, "metadata"), "finalizers")->child->valuestring,
+                  "foregroundDeletion");
+    cJSON_Delete(r);
+    /* the GC removes the finalizer: the job goes */
+    ASSERT_EQ_INT(apirest_do(&rest, "PATCH", "/apis/batch/v1/namespaces/default/jobs/j2",
+                             "application/merge-patch+json", "{\"metadata\":{\"finalizers\":null}}",
+                             NULL),
+                  200);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/apis/batch/v1/namespaces/default/jobs/j2", NULL, NULL,
+                             NULL),
+                  404);
+    /* namespaces: Terminating until finalized */
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces", NULL,
+                             "{\"metadata\":{\"name\":\"gone\"}}", NULL),
+                  201);
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/api/v1/namespaces/gone", NULL, NULL, &r), 200);
+    ASSERT_EQ_STR(json_get(json_get(r, "status"), "phase")->valuestring, "Terminating");
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/gone/configmaps", NULL,
+                             "{\"metadata\":{\"name\":\"late\"}}", &r),
+                  403);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/gone", NULL, NULL, &r), 200);
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "spec"),
+                                            "finalizers");
+    char *ns = json_print(r);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "PUT", "/api/v1/namespaces/gone/finalize", NULL, ns, NULL),
+                  200);
+    free(ns);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/gone", NULL, NULL, NULL), 404);
+    apirest_done(&rest);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+struct logfix {
+    char path[600];
+    bool running;
+};
+
+static int fake_log_path(void *ctx, const cJSON *pod, const char *container, bool previous,
+                         char **ret, struct tern_err *err)
+{
+    struct logfix *l = ctx;
+    (void)pod;
+    if (previous || strcmp(container, "c") != 0)
+        return err_set(err, TERN_ENOTFOUND, "no such run");
+    *ret = xstrdup(l->path);
+    return 0;
+}
+
+static bool fake_log_running(void *ctx, const cJSON *pod, const char *container, int64_t rc)
+{
+    (void)pod;
+    (void)container;
+    (void)rc;
+    return ((struct logfix *)ctx)->running;
+}
+
+static void append_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "a");
+    ASSERT_NOT_NULL(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+TEST_T(pod_logs_through_the_kubelet_hook, 60)
+{
+    struct etcd *c = start();
+    struct apirest rest;
+    struct tern_err e = {0};
+    ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
+    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    struct logfix lf = {.running = true};
+    snprintf(lf.path, sizeof(lf.path), "%s/c.log", th_tmpdir());
+    append_file(lf.path, "one\ntwo\nthree\n");
+    cJSON *r = NULL;
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/pods/p/log", NULL, NULL, &r),
+                  404); /* no hook: not served */
+    cJSON_Delete(r);
+    rest.log_path = fake_log_path;
+    rest.log_running = fake_log_running;
+    rest.log_ctx = &lf;
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/default/pods", NULL,
+                             "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":"
+                             "[{\"name\":\"c\",\"image\":\"i\"},{\"name\":\"d\",\"image\":\"i\"}]}}",
+                             NULL),
+                  201);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/pods/p/log", NULL, NULL, &r),
+                  400);
+    ASSERT_CONTAINS(json_get(r, "message")->valuestring,
+                    "a container name must be specified for pod p, choose one of: [c d]");
+    cJSON_Delete(r);
+    struct apirest_arg args[] = {{"container", "c"}, {"tailLines", "2"}};
+    struct apirest_req req = {.method = "GET", .path = "/api/v1/namespaces/default/pods/p/log",
+                              .args = args, .nargs = 2};
+    struct apirest_resp resp = {0};
+    apirest_handle(&rest, &req, &resp);
+    ASSERT_EQ_INT(resp.status, 200);
+    ASSERT_EQ_STR(resp.content_type, "text/plain");
+    ASSERT_EQ_STR(buf_str(&resp.body), "two\nthree\n");
+    apirest_resp_done(&resp);
+    /* follow: the current content, then what is appended, until the run ends */
+    struct apirest_arg fargs[] = {{"container", "c"}, {"follow", "true"}};
+    req.args = fargs;
+    memset(&resp, 0, sizeof(resp));
+    apirest_handle(&rest, &req, &resp);
+    ASSERT_EQ_INT(resp.status, 200);
+    ASSERT_NOT_NULL(resp.watch);
+    struct buf out;
+    buf_init(&out, 1u << 20);
+    ASSERT_EQ_INT(apirest_watch_next(resp.watch, &out, 100), 0);
+    ASSERT_EQ_STR(buf_str(&out), "one\ntwo\nthree\n");
+    buf_reset(&out);
+    append_file(lf.path, "four\n");
+    ASSERT_EQ_INT(apirest_watch_next(resp.watch, &out, 2000), 0);
+    ASSERT_EQ_STR(buf_str(&out), "four\n");
+    buf_reset(&out);
+    append_file(lf.path, "five\n");
+    lf.running = false;
+    int rc = 0;
+    for (int i = 0; i < 20 && rc == 0; i++)
+        rc = apirest_watch_next(resp.watch, &out, 500);
+    ASSERT_EQ_INT(rc, 1);
+    ASSERT_EQ_STR(buf_str(&out), "five\n");
+    buf_done(&out);
+    apirest_resp_done(&resp);
+    apirest_done(&rest);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+static bool accept_extra(void *ctx, const char *token)
+{
+    return strcmp(token, (const char *)ctx) == 0;
+}
+
+static long https_get(const struct apipki *pki, uint16_t port, const char *token, const char *path)
+{
+    struct httpc *h = httpc_new();
+    char *url = xasprintf("https://127.0.0.1:%u%s", (unsigned)port, path);
+    char *auth = xasprintf("Authorization: bearer %s", token);
+    const char *hdrs[] = {auth, NULL};
+    struct httpc_tls tls = {.ca_pem = pki->ca_pem, .ca_pem_len = strlen(pki->ca_pem)};
+    struct httpc_request rq = {.url = url, .headers = hdrs, .timeout_ms = 10000, .tls = &tls};
+    struct httpc_response rs = {0};
+    long st = httpc_do(h, &rq, &rs, NULL) == 0 ? rs.status : -1;
+    httpc_response_done(&rs);
+    free(auth);
+    free(url);
+    httpc_free(h);
+    return st;
+}
+
+TEST_T(https_front_tokens, 60)
+{
+    struct etcd *c = start();
+    struct apirest rest;
+    struct tern_err e = {0};
+    ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
+    struct apipki pki = {0};
+    ASSERT_OK(apipki_ensure(th_tmpdir(), &pki, &e));
+    struct apiserver_config sc = {.rest = &rest, .cert_pem = pki.cert_pem, .key_pem = pki.key_pem,
+                                  .token = pki.token, .authn = accept_extra,
+                                  .authn_ctx = (void *)"ternsa1_extra"};
+    struct apiserver *srv = NULL;
+    ASSERT_OK(apiserver_start(&sc, &srv, &e));
+    uint16_t port = apiserver_port(srv);
+    ASSERT_CMP_INT(port, >, 0);
+    ASSERT_EQ_INT(https_get(&pki, port, pki.token, "/version"), 200);
+    ASSERT_EQ_INT(https_get(&pki, port, "ternsa1_extra", "/api"), 200);
+    ASSERT_EQ_INT(https_get(&pki, port, "wrong", "/api"), 401);
+    /* the material is reused on the next start */
+    struct apipki again = {0};
+    ASSERT_OK(apipki_ensure(th_tmpdir(), &again, &e));
+    ASSERT_EQ_STR(again.token, pki.token);
+    ASSERT_EQ_STR(again.ca_pem, pki.ca_pem);
+    apipki_done(&again);
+    apiserver_stop(srv);
+    apipki_done(&pki);
     apirest_done(&rest);
     etcd_free(c);
     etcd_fixture_stop(&fx);

@@ -448,6 +448,16 @@ cJSON *apires_resource_list(const struct apires_table *t, const char *group, con
         if (r->categories && r->categories[0])
             cJSON_AddItemToObject(e, "categories", strv_json(r->categories));
         cJSON_AddItemToArray(rs, e);
+        if (!r->crd && strcmp(r->kind, "Pod") == 0) {
+            cJSON *b = cJSON_CreateObject();
+            cJSON_AddStringToObject(b, "name", "pods/binding");
+            cJSON_AddStringToObject(b, "singularName", "");
+            cJSON_AddBoolToObject(b, "namespaced", true);
+            cJSON_AddStringToObject(b, "kind", "Binding");
+            cJSON *v = cJSON_AddArrayToObject(b, "verbs");
+            cJSON_AddItemToArray(v, cJSON_CreateString("create"));
+            cJSON_AddItemToArray(rs, b);
+        }
         if (r->has_status) {
             cJSON *s = cJSON_CreateObject();
             char *n = xasprintf("%s/status", r->plural);

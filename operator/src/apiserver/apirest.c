@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/random.h>
+#include <unistd.h>
 #include <time.h>
 
 #define CT_JSON "application/json"
@@ -716,6 +718,11 @@ static void validate_meta(const struct apires *res, const cJSON *obj, struct api
     }
 }
 
+static bool is_kind(const struct apires *res, const char *kind)
+{
+    return !res->crd && strcmp(res->kind, kind) == 0;
+}
+
 /* ---- built-in validation (a subset of the API validation packages) ---- */
 
 static const char config_key_msg[] =
@@ -1304,7 +1311,20 @@ static cJSON *prepare_update(struct rq *q, const cJSON *cur, cJSON **objp, const
     }
     cJSON_DeleteItemFromObjectCaseSensitive(md, "managedFields");
     cJSON_DeleteItemFromObjectCaseSensitive(md, "selfLink");
-    if (q->res->has_status) {
+    if (is_kind(q->res, "Namespace") && q->sub && strcmp(q->sub, "finalize") == 0) {
+        /* namespaces/NAME/finalize changes spec.finalizers only */
+        cJSON *n = json_dup(cur);
+        cJSON *fin = cJSON_DetachItemFromObjectCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(obj, "spec"), "finalizers");
+        cJSON *nspec = ensure_obj(n, "spec");
+        cJSON_DeleteItemFromObjectCaseSensitive(nspec, "finalizers");
+        if (fin)
+            cJSON_AddItemToObject(nspec, "finalizers", fin);
+        cJSON_Delete(obj);
+        obj = n;
+        *objp = n;
+        md = ensure_obj(obj, "metadata");
+    } else if (q->res->has_status) {
         bool status_ep = q->sub && strcmp(q->sub, "status") == 0;
         if (status_ep) {
             /* only status changes through /status */
@@ -1377,6 +1397,26 @@ static bool finalizers_empty(const cJSON *obj)
 {
     const cJSON *f = json_get(json_get(obj, "metadata"), "finalizers");
     return !cJSON_IsArray(f) || !f->child;
+}
+
+/* A deleting object goes when nothing holds it: no finalizers, for pods a
+ * grace period run down to 0, for namespaces empty spec.finalizers. */
+static bool removable(const struct apires *res, const cJSON *obj)
+{
+    if (!finalizers_empty(obj))
+        return false;
+    if (is_kind(res, "Pod")) {
+        int64_t g = 0;
+        const cJSON *gv = json_get(json_get(obj, "metadata"), "deletionGracePeriodSeconds");
+        if (gv && json_item_int64(gv, &g) == 0 && g > 0)
+            return false;
+    }
+    if (is_kind(res, "Namespace")) {
+        const cJSON *sf = json_get(json_get(obj, "spec"), "finalizers");
+        if (cJSON_IsArray(sf) && sf->child)
+            return false;
+    }
+    return true;
 }
 
 static char *obj_key(struct rq *q)
@@ -1798,7 +1838,7 @@ static void handle_update(struct rq *q, enum mut_kind k, const cJSON *body, cons
             return;
         }
         cJSON_Delete(cur);
-        if (jstr(json_get(obj, "metadata"), "deletionTimestamp") && finalizers_empty(obj)) {
+        if (jstr(json_get(obj, "metadata"), "deletionTimestamp") && removable(q->res, obj)) {
             delete_and_reply(q, key, obj, rev, true);
             free(key);
             return;
@@ -2031,22 +2071,109 @@ static void handle_delete(struct rq *q)
             cJSON_Delete(cur);
             goto out;
         }
-        if (!finalizers_empty(cur)) {
-            if (jstr(md, "deletionTimestamp")) {
+        /* graceful deletion of a pod bound to a node and not finished */
+        int64_t grace = 0;
+        bool is_pod = is_kind(q->res, "Pod");
+        if (is_pod) {
+            const cJSON *gp = json_get(opts, "gracePeriodSeconds");
+            const char *gq = arg(q->req, "gracePeriodSeconds");
+            int64_t v;
+            const char *phase = jstr(json_get(cur, "status"), "phase");
+            if (gp && json_item_int64(gp, &v) == 0)
+                grace = v;
+            else if (gq && num_parse_i64(gq, &v) == 0)
+                grace = v;
+            else if (json_get(json_get(cur, "spec"), "terminationGracePeriodSeconds") &&
+                     json_item_int64(json_get(json_get(cur, "spec"),
+                                              "terminationGracePeriodSeconds"),
+                                     &v) == 0)
+                grace = v;
+            else
+                grace = 30;
+            if (grace < 0)
+                grace = 0;
+            const char *node = jstr(json_get(cur, "spec"), "nodeName");
+            if (!node || !*node ||
+                (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)))
+                grace = 0;
+        }
+        const char *policy = pp;
+        if (!policy && q->s->lifecycle_controllers && is_kind(q->res, "Job"))
+            policy = "Orphan"; /* batch/v1 jobs' default GC policy */
+        if (cJSON_IsTrue(json_get(opts, "orphanDependents")))
+            policy = "Orphan";
+        const char *add_fin = NULL;
+        if (q->s->lifecycle_controllers && policy && strcmp(policy, "Foreground") == 0)
+            add_fin = "foregroundDeletion";
+        else if (q->s->lifecycle_controllers && policy && strcmp(policy, "Orphan") == 0)
+            add_fin = "orphan";
+        bool ns_terminating = q->s->lifecycle_controllers && is_kind(q->res, "Namespace");
+        bool deleting = jstr(md, "deletionTimestamp") != NULL;
+        if (deleting && is_pod) {
+            /* a shorter grace period shortens the deletion; 0 finishes it */
+            int64_t curg = 0;
+            const cJSON *cg = json_get(md, "deletionGracePeriodSeconds");
+            if (cg)
+                json_item_int64(cg, &curg);
+            if (grace < curg) {
+                cJSON *m3 = ensure_obj(cur, "metadata");
+                time_t when = time(NULL) + grace;
+                char ts[32];
+                apitable_format_time(when, ts, sizeof(ts));
+                set_str(m3, "deletionTimestamp", ts);
+                cJSON_DeleteItemFromObjectCaseSensitive(m3, "deletionGracePeriodSeconds");
+                json_add_int64(m3, "deletionGracePeriodSeconds", grace);
+                if (removable(q->res, cur)) {
+                    if (q->dry_run) {
+                        respond_object(q, 200, cur);
+                        goto done;
+                    }
+                    int64_t drev = 0;
+                    rc = apistore_delete(&q->s->store, key, rev, &drev, &e);
+                    if (rc == TERN_ECONFLICT) {
+                        cJSON_Delete(cur);
+                        continue;
+                    }
+                    if (rc) {
+                        st = status_from_store(rc, q->res, q->name, &e);
+                        cJSON_Delete(cur);
+                        goto out;
+                    }
+                    respond_object(q, 200, cur);
+                    goto done;
+                }
+                goto mark;
+            }
+        }
+        if (!finalizers_empty(cur) || grace > 0 || add_fin || ns_terminating) {
+            if (deleting) {
                 respond_object(q, 200, cur); /* already being deleted */
                 goto done;
             }
+        mark:;
             cJSON *m2 = ensure_obj(cur, "metadata");
-            char now[32];
-            now_str(now);
-            set_str(m2, "deletionTimestamp", now);
-            cJSON_DeleteItemFromObjectCaseSensitive(m2, "deletionGracePeriodSeconds");
-            json_add_int64(m2, "deletionGracePeriodSeconds", 0);
-            int64_t g = 0;
-            const cJSON *gv = json_get(m2, "generation");
-            if (gv && json_item_int64(gv, &g) == 0) {
-                cJSON_DeleteItemFromObjectCaseSensitive(m2, "generation");
-                json_add_int64(m2, "generation", g + 1);
+            if (!deleting) {
+                char now[32];
+                apitable_format_time(time(NULL) + grace, now, sizeof(now));
+                set_str(m2, "deletionTimestamp", now);
+                cJSON_DeleteItemFromObjectCaseSensitive(m2, "deletionGracePeriodSeconds");
+                json_add_int64(m2, "deletionGracePeriodSeconds", grace);
+                int64_t g = 0;
+                const cJSON *gv = json_get(m2, "generation");
+                if (gv && json_item_int64(gv, &g) == 0) {
+                    cJSON_DeleteItemFromObjectCaseSensitive(m2, "generation");
+                    json_add_int64(m2, "generation", g + 1);
+                }
+                if (add_fin) {
+                    cJSON *fz = cJSON_GetObjectItemCaseSensitive(m2, "finalizers");
+                    if (!cJSON_IsArray(fz)) {
+                        cJSON_DeleteItemFromObjectCaseSensitive(m2, "finalizers");
+                        fz = cJSON_AddArrayToObject(m2, "finalizers");
+                    }
+                    cJSON_AddItemToArray(fz, cJSON_CreateString(add_fin));
+                }
+                if (ns_terminating)
+                    set_str(ensure_obj(cur, "status"), "phase", "Terminating");
             }
             if (q->dry_run) {
                 respond_object(q, 200, cur);
@@ -2073,7 +2200,8 @@ static void handle_delete(struct rq *q)
             /* a delete must hit the version we read (to return it) */
             int64_t drev = 0;
             rc = 0;
-            if (!is_crd(q->res) && !(strcmp(q->res->kind, "Namespace") == 0 && !q->res->crd)) {
+            if (!is_crd(q->res) &&
+                !(is_kind(q->res, "Namespace") && !q->s->lifecycle_controllers)) {
                 rc = apistore_delete(&q->s->store, key, rev, &drev, &e);
                 if (rc == TERN_ECONFLICT) {
                     cJSON_Delete(cur);
@@ -2135,6 +2263,28 @@ static void handle_delete_collection(struct rq *q)
             last = rev;
             cJSON_AddItemToArray(items, l.objs[i]);
             l.objs[i] = NULL;
+        } else if (!finalizers_empty(l.objs[i]) && !q->dry_run &&
+                   !jstr(json_get(l.objs[i], "metadata"), "deletionTimestamp")) {
+            /* held by finalizers: marked for deletion, as a single delete does */
+            cJSON *md2 = ensure_obj(l.objs[i], "metadata");
+            char now[32];
+            now_str(now);
+            set_str(md2, "deletionTimestamp", now);
+            cJSON_DeleteItemFromObjectCaseSensitive(md2, "deletionGracePeriodSeconds");
+            json_add_int64(md2, "deletionGracePeriodSeconds", 0);
+            int64_t g = 0;
+            const cJSON *gv = json_get(md2, "generation");
+            if (gv && json_item_int64(gv, &g) == 0) {
+                cJSON_DeleteItemFromObjectCaseSensitive(md2, "generation");
+                json_add_int64(md2, "generation", g + 1);
+            }
+            if (apistore_update(&q->s->store, key, l.objs[i], rv_of(l.objs[i]), &rev, NULL) == 0) {
+                char b[21];
+                set_str(md2, "resourceVersion", num_fmt_i64(rev, b));
+                last = rev;
+                cJSON_AddItemToArray(items, l.objs[i]);
+                l.objs[i] = NULL;
+            }
         }
         free(key);
     }
@@ -2163,12 +2313,23 @@ struct apirest_watch {
     time_t next_bookmark;
     bool sent_columns;
     char *final_line;
+    /* pods/log?follow=true streams a file instead of events */
+    bool log_mode;
+    int log_fd;
+    char *log_key;
+    char *log_container;
+    int64_t log_restarts;
+    time_t log_next_check;
 };
 
 void apirest_watch_free(struct apirest_watch *w)
 {
     if (!w)
         return;
+    if (w->log_mode)
+        close(w->log_fd);
+    free(w->log_key);
+    free(w->log_container);
     apiwatch_unsubscribe(w->sub);
     for (size_t i = w->init_pos; i < w->ninit; i++)
         cJSON_Delete(w->initial[i]);
@@ -2253,8 +2414,12 @@ static void convert_event(struct apirest_watch *w, const struct apiwatch_event *
     cJSON_Delete(prev);
 }
 
+static int log_next(struct apirest_watch *w, struct buf *out, long timeout_ms);
+
 int apirest_watch_next(struct apirest_watch *w, struct buf *out, long timeout_ms)
 {
+    if (w->log_mode)
+        return log_next(w, out, timeout_ms);
     if (w->final_line) {
         buf_puts(out, w->final_line);
         return 1;
@@ -2394,6 +2559,281 @@ static void not_found_path(struct apirest_resp *resp)
                                        NULL, NULL));
 }
 
+/* ---- pods/log ------------------------------------------------------------ */
+
+static int64_t restart_count(const cJSON *pod, const char *container)
+{
+    const cJSON *cs = json_get(json_get(pod, "status"), "containerStatuses");
+    int64_t n = 0;
+    for (const cJSON *c = cJSON_IsArray(cs) ? cs->child : NULL; c; c = c->next) {
+        const char *name = jstr(c, "name");
+        if (name && container && strcmp(name, container) == 0)
+            json_item_int64(json_get(c, "restartCount"), &n);
+    }
+    return n;
+}
+
+/* The container a log request means, or NULL with *st set. */
+static const char *log_container(const cJSON *pod, const char *want, const char *podname,
+                                 cJSON **st)
+{
+    const cJSON *cs = json_get(json_get(pod, "spec"), "containers");
+    if (want && *want) {
+        static const char *lists[] = {"containers", "initContainers"};
+        for (size_t l = 0; l < 2; l++) {
+            const cJSON *arr = json_get(json_get(pod, "spec"), lists[l]);
+            for (const cJSON *c = cJSON_IsArray(arr) ? arr->child : NULL; c; c = c->next)
+                if (jstr(c, "name") && strcmp(jstr(c, "name"), want) == 0)
+                    return want;
+        }
+        char *m = xasprintf("container %s is not valid for pod %s", want, podname);
+        *st = apistatus_bad_request(m);
+        free(m);
+        return NULL;
+    }
+    const char *def = jstr(json_get(json_get(pod, "metadata"), "annotations"),
+                           "kubectl.kubernetes.io/default-container");
+    if (def)
+        return def;
+    if (cJSON_GetArraySize(cs) == 1)
+        return jstr(cs->child, "name");
+    struct buf b;
+    buf_init(&b, 1u << 16);
+    for (const cJSON *c = cJSON_IsArray(cs) ? cs->child : NULL; c; c = c->next)
+        buf_printf(&b, "%s%s", c == cs->child ? "" : " ", jstr(c, "name") ? jstr(c, "name") : "");
+    char *m = xasprintf("a container name must be specified for pod %s, choose one of: [%s]",
+                        podname, buf_str(&b));
+    *st = apistatus_bad_request(m);
+    free(m);
+    buf_done(&b);
+    return NULL;
+}
+
+static void handle_log(struct rq *q)
+{
+    cJSON *st = NULL, *pod = NULL;
+    char *key = obj_key(q), *path = NULL;
+    struct tern_err e = {0};
+    int fd = -1;
+    int rc = apistore_get(&q->s->store, key, &pod, NULL, &e);
+    if (rc) {
+        st = status_from_store(rc, q->res, q->name, &e);
+        goto out;
+    }
+    const char *container = log_container(pod, arg(q->req, "container"), q->name, &st);
+    if (!container)
+        goto out;
+    bool previous = arg_true(q->req, "previous");
+    rc = q->s->log_path(q->s->log_ctx, pod, container, previous, &path, &e);
+    if (rc) {
+        char *m = previous ? xasprintf("previous terminated container \"%s\" in pod \"%s\" not "
+                                       "found",
+                                       container, q->name)
+                           : xasprintf("container \"%s\" in pod \"%s\" is waiting to start: %s",
+                                       container, q->name, e.msg[0] ? e.msg : "no log yet");
+        st = apistatus_bad_request(m);
+        free(m);
+        goto out;
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        char *m = xasprintf("container \"%s\" in pod \"%s\" is waiting to start: no log file",
+                            container, q->name);
+        st = apistatus_bad_request(m);
+        free(m);
+        goto out;
+    }
+    int64_t tail = -1, limit = -1;
+    const char *ts = arg(q->req, "tailLines"), *lb = arg(q->req, "limitBytes");
+    if (ts && (num_parse_i64(ts, &tail) || tail < 0))
+        tail = -1;
+    if (lb && (num_parse_i64(lb, &limit) || limit <= 0))
+        limit = -1;
+    off_t size = lseek(fd, 0, SEEK_END);
+    off_t start = size > (off_t)TERN_KUBE_MAX_OBJECT * 4 ? size - (off_t)TERN_KUBE_MAX_OBJECT * 4 : 0;
+    struct buf b;
+    buf_init(&b, (size_t)TERN_KUBE_MAX_OBJECT * 4 + 1);
+    char tmp[65536];
+    ssize_t n;
+    while ((n = pread(fd, tmp, sizeof(tmp), start + (off_t)b.len)) > 0 && buf_append(&b, tmp, (size_t)n) == 0)
+        ;
+    size_t from = 0;
+    if (tail >= 0) {
+        /* the last tail lines */
+        size_t i = b.len;
+        int64_t lines = 0;
+        if (i && b.data[i - 1] == '\n')
+            i--;
+        while (i > 0) {
+            if (b.data[i - 1] == '\n' && ++lines == tail)
+                break;
+            i--;
+        }
+        from = tail == 0 ? b.len : i;
+    }
+    size_t len = b.len - from;
+    if (limit > 0 && (size_t)limit < len)
+        len = (size_t)limit;
+    buf_reset(&q->resp->body);
+    buf_append(&q->resp->body, b.data ? b.data + from : "", len);
+    buf_done(&b);
+    q->resp->status = 200;
+    q->resp->content_type = "text/plain";
+    if (arg_true(q->req, "follow") && !previous && q->s->log_running) {
+        struct apirest_watch *w = xcalloc(1, sizeof(*w));
+        w->s = q->s;
+        w->log_mode = true;
+        w->log_fd = fd;
+        fd = -1;
+        w->log_key = key;
+        key = NULL;
+        w->log_container = xstrdup(container);
+        w->log_restarts = restart_count(pod, container);
+        w->deadline = time(NULL) + 24 * 3600;
+        /* the first chunk is what was read above; continue after it */
+        lseek(w->log_fd, start + (off_t)(from + len), SEEK_SET);
+        w->final_line = q->resp->body.len ? xstrndup(q->resp->body.data, q->resp->body.len) : NULL;
+        buf_reset(&q->resp->body);
+        q->resp->watch = w;
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    free(key);
+    cJSON_Delete(pod);
+    if (st)
+        respond_status(q->resp, st);
+}
+
+static int log_next(struct apirest_watch *w, struct buf *out, long timeout_ms)
+{
+    if (w->final_line) {
+        buf_puts(out, w->final_line);
+        free(w->final_line);
+        w->final_line = NULL;
+        return 0;
+    }
+    char tmp[65536];
+    long waited = 0;
+    for (;;) {
+        ssize_t n = read(w->log_fd, tmp, sizeof(tmp));
+        if (n > 0) {
+            buf_append(out, tmp, (size_t)n);
+            return 0;
+        }
+        time_t now = time(NULL);
+        if (now >= w->log_next_check) {
+            w->log_next_check = now + 1;
+            cJSON *pod = NULL;
+            bool running = false;
+            if (apistore_get(&w->s->store, w->log_key, &pod, NULL, NULL) == 0)
+                running = w->s->log_running(w->s->log_ctx, pod, w->log_container,
+                                            w->log_restarts);
+            cJSON_Delete(pod);
+            if (!running) {
+                /* drain what the container wrote before it stopped */
+                while ((n = read(w->log_fd, tmp, sizeof(tmp))) > 0 &&
+                       buf_append(out, tmp, (size_t)n) == 0)
+                    ;
+                return 1;
+            }
+        }
+        if (waited >= timeout_ms)
+            return 0;
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        waited += 200;
+    }
+}
+
+/* POST pods/NAME/binding: what the scheduler does (pkg/registry/core/pod
+ * BindingREST): sets spec.nodeName once and the PodScheduled condition. */
+static void handle_binding(struct rq *q)
+{
+    cJSON *b = NULL;
+    char dup[256];
+    cJSON *st = decode_body(q, &b, dup, false);
+    if (st) {
+        respond_status(q->resp, st);
+        return;
+    }
+    const char *node = jstr(json_get(b, "target"), "name");
+    const char *bname = jstr(json_get(b, "metadata"), "name");
+    if (!node || !*node || (bname && strcmp(bname, q->name) != 0)) {
+        struct apistatus_fields f = {0};
+        if (!node || !*node)
+            apistatus_fields_addv(&f, APISTATUS_F_REQUIRED, "target.name", NULL, NULL);
+        else
+            apistatus_fields_add(&f, APISTATUS_F_INVALID, "metadata.name",
+                                 json_get(json_get(b, "metadata"), "name"),
+                                 "must match the pod name");
+        st = apistatus_invalid("", "Binding", q->name, &f);
+        apistatus_fields_done(&f);
+        goto out;
+    }
+    char *key = obj_key(q);
+    for (int attempt = 0; attempt < MAX_RETRIES && !st; attempt++) {
+        cJSON *pod = NULL;
+        int64_t rev = 0;
+        struct tern_err e = {0};
+        int rc = apistore_get(&q->s->store, key, &pod, &rev, &e);
+        if (rc) {
+            st = status_from_store(rc, q->res, q->name, &e);
+            break;
+        }
+        cJSON *spec = ensure_obj(pod, "spec");
+        const char *cur = jstr(spec, "nodeName");
+        if (cur && *cur) {
+            char *msg = xasprintf("pod %s is already assigned to node \"%s\"", q->name, cur);
+            st = apistatus_conflict("", "pods/binding", q->name, msg);
+            free(msg);
+            cJSON_Delete(pod);
+            break;
+        }
+        if (jstr(json_get(pod, "metadata"), "deletionTimestamp")) {
+            char *msg = xasprintf("pod %s is being deleted, cannot be assigned to a host", q->name);
+            st = apistatus_conflict("", "pods/binding", q->name, msg);
+            free(msg);
+            cJSON_Delete(pod);
+            break;
+        }
+        set_str(spec, "nodeName", node);
+        cJSON *status = ensure_obj(pod, "status");
+        cJSON *conds = cJSON_GetObjectItemCaseSensitive(status, "conditions");
+        if (!cJSON_IsArray(conds)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(status, "conditions");
+            conds = cJSON_AddArrayToObject(status, "conditions");
+        }
+        cJSON *c = cJSON_CreateObject();
+        char now[32];
+        now_str(now);
+        cJSON_AddStringToObject(c, "type", "PodScheduled");
+        cJSON_AddStringToObject(c, "status", "True");
+        cJSON_AddNullToObject(c, "lastProbeTime");
+        cJSON_AddStringToObject(c, "lastTransitionTime", now);
+        cJSON_AddItemToArray(conds, c);
+        int64_t nrev = 0;
+        rc = q->dry_run ? 0 : apistore_update(&q->s->store, key, pod, rev, &nrev, &e);
+        cJSON_Delete(pod);
+        if (rc == TERN_ECONFLICT)
+            continue;
+        if (rc)
+            st = status_from_store(rc, q->res, q->name, &e);
+        else
+            respond_json(q->resp, 201, apistatus_new(201, NULL, NULL, NULL, NULL, NULL));
+        free(key);
+        goto out;
+    }
+    if (!st)
+        st = apistatus_conflict(q->res->group, q->res->plural, q->name, NULL);
+    free(key);
+out:
+    cJSON_Delete(b);
+    if (st)
+        respond_status(q->resp, st);
+}
+
 static bool is_namespace(const struct apires *res)
 {
     return !res->crd && strcmp(res->kind, "Namespace") == 0;
@@ -2406,8 +2846,15 @@ static void handle_resource(struct apirest *s, const struct apirest_req *req,
     q.tab = apires_get(&s->reg);
     q.res = apires_find(q.tab, p->group, p->version, p->resource);
     const char *m = req->method ? req->method : "GET";
+    bool binding = q.res && !q.res->crd && strcmp(q.res->kind, "Pod") == 0 && p->sub &&
+                   strcmp(p->sub, "binding") == 0 && strcmp(m, "POST") == 0 && p->name;
+    bool podlog = q.res && is_kind(q.res, "Pod") && p->sub && strcmp(p->sub, "log") == 0 &&
+                  strcmp(m, "GET") == 0 && p->name && s->log_path;
+    bool finalize = q.res && is_kind(q.res, "Namespace") && p->sub &&
+                    strcmp(p->sub, "finalize") == 0 && strcmp(m, "PUT") == 0;
     if (!q.res || (!q.res->namespaced && p->ns) ||
-        (p->sub && !(strcmp(p->sub, "status") == 0 && q.res->has_status))) {
+        (p->sub && !binding && !finalize && !podlog &&
+         !(strcmp(p->sub, "status") == 0 && q.res->has_status))) {
         not_found_path(resp);
         goto out;
     }
@@ -2436,7 +2883,11 @@ static void handle_resource(struct apirest *s, const struct apirest_req *req,
         not_found_path(resp);
         goto out;
     }
-    if (q.name) {
+    if (binding) {
+        handle_binding(&q);
+    } else if (podlog) {
+        handle_log(&q);
+    } else if (q.name) {
         if (strcmp(m, "GET") == 0 && arg_true(req, "watch") && !q.sub)
             handle_watch(&q);
         else if (strcmp(m, "GET") == 0)
@@ -2472,6 +2923,167 @@ out:
         apires_put(&s->reg, q.tab);
 }
 
+/* ---- OpenAPI v3 (for kubectl explain and kubectl's field-validation probe) -- */
+
+static char *schema_name(const struct apires *r)
+{
+    /* io.k8s.api.<group-first-label or core>.<version>.<Kind>, CRDs: reversed group */
+    if (r->crd || strchr(r->group, '.')) {
+        struct buf b;
+        buf_init(&b, 1024);
+        const char *g = r->group;
+        const char *end = g + strlen(g);
+        while (end > g) {
+            const char *dot = end;
+            while (dot > g && dot[-1] != '.')
+                dot--;
+            buf_printf(&b, "%.*s.", (int)(end - dot), dot);
+            end = dot > g ? dot - 1 : g;
+        }
+        buf_printf(&b, "%s.%s", r->version, r->kind);
+        return buf_steal(&b);
+    }
+    return xasprintf("io.k8s.api.%s.%s.%s", *r->group ? r->group : "core", r->version, r->kind);
+}
+
+static cJSON *gvk_ext(const struct apires *r)
+{
+    cJSON *a = cJSON_CreateArray();
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "group", r->group);
+    cJSON_AddStringToObject(o, "kind", r->kind);
+    cJSON_AddStringToObject(o, "version", r->version);
+    cJSON_AddItemToArray(a, o);
+    return a;
+}
+
+static cJSON *resource_schema(const struct apires *r)
+{
+    cJSON *sc = r->crd && cJSON_IsObject(r->schema) ? json_dup(r->schema) : cJSON_CreateObject();
+    if (!json_get(sc, "type"))
+        cJSON_AddStringToObject(sc, "type", "object");
+    cJSON *props = cJSON_GetObjectItemCaseSensitive(sc, "properties");
+    if (!props)
+        props = cJSON_AddObjectToObject(sc, "properties");
+    static const char *top[] = {"apiVersion", "kind"};
+    for (size_t i = 0; i < 2; i++)
+        if (!json_get(props, top[i])) {
+            cJSON *p = cJSON_AddObjectToObject(props, top[i]);
+            cJSON_AddStringToObject(p, "type", "string");
+        }
+    if (!json_get(props, "metadata")) {
+        cJSON *p = cJSON_AddObjectToObject(props, "metadata");
+        cJSON_AddStringToObject(p, "type", "object");
+        cJSON_AddStringToObject(p, "description", "Standard object's metadata.");
+    }
+    if (!r->crd)
+        cJSON_AddTrueToObject(sc, "x-kubernetes-preserve-unknown-fields");
+    cJSON_AddItemToObject(sc, "x-kubernetes-group-version-kind", gvk_ext(r));
+    return sc;
+}
+
+static cJSON *operation(const struct apires *r, const char *action, bool field_validation)
+{
+    cJSON *op = cJSON_CreateObject();
+    cJSON_AddStringToObject(op, "operationId", action);
+    cJSON *params = cJSON_AddArrayToObject(op, "parameters");
+    if (field_validation) {
+        cJSON *fv = cJSON_CreateObject();
+        cJSON_AddStringToObject(fv, "name", "fieldValidation");
+        cJSON_AddStringToObject(fv, "in", "query");
+        cJSON *sch = cJSON_AddObjectToObject(fv, "schema");
+        cJSON_AddStringToObject(sch, "type", "string");
+        cJSON_AddItemToArray(params, fv);
+    }
+    cJSON *resp = cJSON_AddObjectToObject(op, "responses");
+    cJSON *ok = cJSON_AddObjectToObject(resp, "200");
+    cJSON_AddStringToObject(ok, "description", "OK");
+    cJSON_AddStringToObject(op, "x-kubernetes-action", action);
+    cJSON *gvk = cJSON_AddObjectToObject(op, "x-kubernetes-group-version-kind");
+    cJSON_AddStringToObject(gvk, "group", r->group);
+    cJSON_AddStringToObject(gvk, "kind", r->kind);
+    cJSON_AddStringToObject(gvk, "version", r->version);
+    return op;
+}
+
+static cJSON *openapi_gv(const struct apires_table *t, const char *group, const char *version)
+{
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "openapi", "3.0.0");
+    cJSON *info = cJSON_AddObjectToObject(d, "info");
+    cJSON_AddStringToObject(info, "title", "Kubernetes");
+    cJSON_AddStringToObject(info, "version", "v1.32.0");
+    cJSON *paths = cJSON_AddObjectToObject(d, "paths");
+    cJSON *schemas = cJSON_AddObjectToObject(cJSON_AddObjectToObject(d, "components"), "schemas");
+    for (size_t i = 0; i < t->n; i++) {
+        const struct apires *r = &t->v[i];
+        if (strcmp(r->group, group) != 0 || strcmp(r->version, version) != 0)
+            continue;
+        char *base = *group ? xasprintf("/apis/%s/%s", group, version) : xasprintf("/api/%s", version);
+        char *path = r->namespaced ? xasprintf("%s/namespaces/{namespace}/%s/{name}", base, r->plural)
+                                   : xasprintf("%s/%s/{name}", base, r->plural);
+        char *coll = r->namespaced ? xasprintf("%s/namespaces/{namespace}/%s", base, r->plural)
+                                   : xasprintf("%s/%s", base, r->plural);
+        cJSON *item = cJSON_AddObjectToObject(paths, path);
+        cJSON_AddItemToObject(item, "get", operation(r, "get", false));
+        cJSON_AddItemToObject(item, "put", operation(r, "put", true));
+        cJSON_AddItemToObject(item, "patch", operation(r, "patch", true));
+        cJSON_AddItemToObject(item, "delete", operation(r, "delete", false));
+        cJSON *citem = cJSON_AddObjectToObject(paths, coll);
+        cJSON_AddItemToObject(citem, "get", operation(r, "list", false));
+        cJSON_AddItemToObject(citem, "post", operation(r, "post", true));
+        char *name = schema_name(r);
+        if (!json_get(schemas, name))
+            cJSON_AddItemToObject(schemas, name, resource_schema(r));
+        free(name);
+        free(base);
+        free(path);
+        free(coll);
+    }
+    return d;
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static void handle_openapi_v3(struct apirest *s, const struct apirest_path *p,
+                              struct apirest_resp *resp)
+{
+    struct apires_table *t = apires_get(&s->reg);
+    if (!p->version) {
+        cJSON *idx = cJSON_CreateObject();
+        cJSON *paths = cJSON_AddObjectToObject(idx, "paths");
+        for (size_t i = 0; i < t->n; i++) {
+            const struct apires *r = &t->v[i];
+            char *key = *r->group ? xasprintf("apis/%s/%s", r->group, r->version)
+                                  : xasprintf("api/%s", r->version);
+            if (!json_get(paths, key)) {
+                cJSON *doc = openapi_gv(t, r->group, r->version);
+                char *text = json_print(doc);
+                char *url = xasprintf("/openapi/v3/%s?hash=%016llX", key,
+                                      (unsigned long long)fnv1a(text));
+                cJSON *e = cJSON_AddObjectToObject(paths, key);
+                cJSON_AddStringToObject(e, "serverRelativeURL", url);
+                free(url);
+                free(text);
+                cJSON_Delete(doc);
+            }
+            free(key);
+        }
+        respond_json(resp, 200, idx);
+    } else if (apires_has_group_version(t, p->group ? p->group : "", p->version)) {
+        respond_json(resp, 200, openapi_gv(t, p->group ? p->group : "", p->version));
+    } else {
+        not_found_path(resp);
+    }
+    apires_put(&s->reg, t);
+}
+
 void apirest_handle(struct apirest *s, const struct apirest_req *req, struct apirest_resp *resp)
 {
     buf_init(&resp->body, SIZE_MAX / 2);
@@ -2494,7 +3106,7 @@ void apirest_handle(struct apirest *s, const struct apirest_req *req, struct api
         resp->status = 200;
         resp->content_type = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
         break;
-    case APIREST_P_OPENAPI_V3: not_found_path(resp); break;
+    case APIREST_P_OPENAPI_V3: handle_openapi_v3(s, &p, resp); break;
     case APIREST_P_API:
     case APIREST_P_APIS:
     case APIREST_P_GROUP:

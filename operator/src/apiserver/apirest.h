@@ -29,6 +29,24 @@ struct apirest {
     struct apires_registry reg;
     pthread_mutex_t crd_mu;         /* serialises CRD writes and table reloads */
     char *server_address;           /* host:port for /api */
+    /* Set (before serving) when a garbage collector and a namespace
+     * controller run in the process (part 2). Then, as in Kubernetes,
+     * propagationPolicy Foreground/Orphan add the foregroundDeletion/orphan
+     * finalizers (jobs default to Orphan), and deleting a namespace marks it
+     * Terminating until its spec.finalizers are emptied through
+     * namespaces/NAME/finalize. When false both complete at once: there is
+     * nobody to remove those finalizers. */
+    bool lifecycle_controllers;
+    /* Optional (part 2's kubelet): pods/log. log_path gives the log file of
+     * a container of pod (container NULL = the default one; previous = the
+     * run before the current one) as a new path, or TERN_ENOTFOUND;
+     * log_running says whether that file may still grow (follow=true reads
+     * it until then). NULL: pods/log answers 404. */
+    int (*log_path)(void *ctx, const cJSON *pod, const char *container, bool previous,
+                    char **ret, struct tern_err *err);
+    bool (*log_running)(void *ctx, const cJSON *pod, const char *container,
+                        int64_t restart_count);
+    void *log_ctx;
 };
 
 struct apirest_arg {

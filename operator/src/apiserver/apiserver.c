@@ -13,11 +13,14 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct apiserver {
     struct MHD_Daemon *d;
     struct apirest *rest;
     char *cert, *key, *token;
+    bool (*authn)(void *ctx, const char *token);
+    void *authn_ctx;
     uint16_t port;
     atomic_bool stopping;
 };
@@ -133,14 +136,16 @@ static bool auth_ok(struct apiserver *s, struct MHD_Connection *conn)
     if (!s->token)
         return true;
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0)
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) /* the scheme is case-insensitive */
         return false;
     const char *t = h + 7;
     size_t a = strlen(t), b = strlen(s->token);
     unsigned diff = (unsigned)(a ^ b);
     for (size_t i = 0; i < a && i < b; i++)
         diff |= (unsigned)(t[i] ^ s->token[i]);
-    return diff == 0;
+    if (diff == 0)
+        return true;
+    return s->authn && s->authn(s->authn_ctx, t);
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
@@ -201,7 +206,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_reader, c, NULL);
     if (!mr)
         return MHD_NO;
-    MHD_add_response_header(mr, "Content-Type", "application/json");
+    MHD_add_response_header(mr, "Content-Type",
+                            c->resp.content_type ? c->resp.content_type : "application/json");
     MHD_add_response_header(mr, "Cache-Control", "no-cache, private");
     enum MHD_Result ret = MHD_queue_response(conn, 200, mr);
     MHD_destroy_response(mr);
@@ -216,6 +222,8 @@ int apiserver_start(const struct apiserver_config *cfg, struct apiserver **ret,
     s->cert = xstrdup(cfg->cert_pem);
     s->key = xstrdup(cfg->key_pem);
     s->token = cfg->token ? xstrdup(cfg->token) : NULL;
+    s->authn = cfg->authn;
+    s->authn_ctx = cfg->authn_ctx;
     atomic_init(&s->stopping, false);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(cfg->port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -13,6 +13,7 @@
 #include "apirest.h"
 #include "base/err.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct apiserver;
@@ -23,6 +24,11 @@ struct apiserver_config {
     const char *key_pem;
     const char *token;        /* bearer token (copied); NULL = no authentication */
     uint16_t port;            /* 0 = any free port */
+    /* Optional: accepts other bearer tokens (part 2's service-account
+     * tokens); returns true to let the request in. Called from connection
+     * threads, so it must be thread-safe. */
+    bool (*authn)(void *ctx, const char *token);
+    void *authn_ctx;
 };
 
 /* Starts serving on 127.0.0.1. Returns 0 and *ret, or -EADDRINUSE / -EIO. */
