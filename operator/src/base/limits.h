@@ -96,4 +96,19 @@
 /* yaml/yamljson */
 #define TERN_YAML_MAX_EXPANDED_BYTES (64u << 20) /* scalar+key bytes after alias expansion */
 
+/* Kubernetes client (kube/) */
+#define TERN_KUBE_MAX_KUBECONFIG   (1u << 20)  /* a kubeconfig file */
+#define TERN_KUBE_MAX_TOKEN_FILE   (64u << 10) /* a service-account / tokenFile token */
+#define TERN_KUBE_MAX_CERT_FILE    (256u << 10) /* a PEM file (CA bundle, cert, key) */
+#define TERN_KUBE_MAX_EXEC_OUTPUT  (1u << 20)  /* an exec plugin's stdout */
+#define TERN_KUBE_EXEC_TIMEOUT_MS  60000       /* an exec plugin's run time */
+#define TERN_KUBE_MAX_LIST_BODY    (64u << 20) /* one list page */
+#define TERN_KUBE_MAX_WATCH_LINE   (4u << 20)  /* one watch event line */
+#define TERN_KUBE_MAX_LIST_PAGES   100000      /* continue tokens followed per list */
+#define TERN_KUBE_MAX_RETRY_AFTER  30          /* seconds of Retry-After honoured */
+#define TERN_KUBE_MAX_QUEUE_ITEMS  (1u << 20)  /* distinct keys in a work queue */
+#define TERN_KUBE_MAX_EVENT_NOTE   1024        /* events.k8s.io note, bytes */
+#define TERN_KUBE_MAX_EVENT_QUEUE  1000        /* events waiting to be written */
+#define TERN_KUBE_MAX_EVENT_SERIES 4096        /* distinct events aggregated */
+
 #endif
