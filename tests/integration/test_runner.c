@@ -7,7 +7,6 @@
 #include "harness.h"
 
 #include "../support/etcd_fixture.h"
-#include "../support/kube/fake_kube.c"
 #include "../support/proc_fixture.h"
 
 #include "base/mem.h"
@@ -32,7 +31,12 @@ struct env {
     char dir[256], ws[300], token[300], record[300];
 };
 
-/* now_ms() (monotonic ms) comes with fake_kube.c */
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void write_file(const char *path, const char *text)
 {
@@ -140,12 +144,6 @@ static void start_runner(struct env *e, struct proc *p, const char *uid, int tur
     snprintf(log, sizeof log, "%s/%s", e->dir, log_name ? log_name : "runner.log");
     char *envv[40];
     size_t n = 0;
-    bool ttl_set = false;
-    /* extras first: getenv finds the first of duplicate names, so they win */
-    for (size_t i = 0; extra && extra[i] && n < 20; i++) {
-        envv[n++] = xstrdup(extra[i]);
-        ttl_set = ttl_set || strncmp(extra[i], "TERN_LOCK_TTL_SECONDS=", 22) == 0;
-    }
     envv[n++] = xasprintf("PATH=%s", getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
     envv[n++] = xstrdup("TERN_NAMESPACE=team-a");
     envv[n++] = xasprintf("TERN_SESSION=s-%s", uid);
@@ -153,16 +151,16 @@ static void start_runner(struct env *e, struct proc *p, const char *uid, int tur
     envv[n++] = xasprintf("TERN_TURN=%d", turn);
     envv[n++] = xasprintf("TERN_ETCD_ENDPOINTS=%s", e->etcd.url);
     envv[n++] = xasprintf("TERN_SANDBOX_TOKEN_FILE=%s", e->token);
-    bool kube = false;
-    for (size_t i = 0; extra && extra[i]; i++)
-        kube = kube || strncmp(extra[i], "KUBECONFIG=", 11) == 0;
-    if (!kube) {
-        envv[n++] = xasprintf("TERN_SESSION_SPEC_FILE=%s/spec-%s.json", e->dir, uid);
-        envv[n++] = xasprintf("TERN_SANDBOX_ADDR=%s", e->sbx.addr);
-    }
+    envv[n++] = xasprintf("TERN_SESSION_SPEC_FILE=%s/spec-%s.json", e->dir, uid);
+    envv[n++] = xasprintf("TERN_SANDBOX_ADDR=%s", e->sbx.addr);
     envv[n++] = xasprintf("OPENAI_BASE_URL=http://%s/v1", e->llm.addr);
     envv[n++] = xstrdup("OPENAI_API_KEY=sk-test");
     envv[n++] = xstrdup("TERN_PRICES_FILE=examples/model-prices.json");
+    bool ttl_set = false;
+    for (size_t i = 0; extra && extra[i] && n < 38; i++) {
+        envv[n++] = xstrdup(extra[i]);
+        ttl_set = ttl_set || strncmp(extra[i], "TERN_LOCK_TTL_SECONDS=", 22) == 0;
+    }
     if (!ttl_set)
         envv[n++] = xstrdup("TERN_LOCK_TTL_SECONDS=1");
     envv[n] = NULL;
@@ -764,71 +762,5 @@ TEST_T(etcd_briefly_unavailable, 90)
     ASSERT_EQ_STR(answer(&v), "survived");
     assert_steps_once(&v, 2);
     evs_done(&v);
-    env_stop(&e);
-}
-
-TEST_T(session_read_from_the_kubernetes_api, 60)
-{
-    struct env e;
-    env_start(&e, S_FULL);
-    struct fake_kube *fk = fake_kube_start();
-    ASSERT_NOT_NULL(fk);
-    fake_kube_require_token(fk, "kube-token");
-    char kc[400];
-    snprintf(kc, sizeof kc, "%s/kubeconfig", e.dir);
-    char *doc = xasprintf(
-        "{\"apiVersion\":\"v1\",\"kind\":\"Config\",\"clusters\":[{\"name\":\"c\","
-        "\"cluster\":{\"server\":\"%s\"}}],\"users\":[{\"name\":\"u\",\"user\":{\"token\":"
-        "\"kube-token\"}}],\"contexts\":[{\"name\":\"x\",\"context\":{\"cluster\":\"c\","
-        "\"user\":\"u\"}}],\"current-context\":\"x\"}",
-        fake_kube_url(fk));
-    write_file(kc, doc);
-    free(doc);
-    const char *coll = "/apis/tern.dev/v1alpha1/namespaces/team-a/agentsessions";
-    char *obj = xasprintf(
-        "{\"apiVersion\":\"tern.dev/v1alpha1\",\"kind\":\"AgentSession\",\"metadata\":"
-        "{\"name\":\"s-kube\",\"namespace\":\"team-a\"},\"spec\":{"
-        "\"objective\":\"Review\",\"model\":{\"name\":\"fake-model\"},%s}}",
-        SPEC_PLAIN);
-    cJSON *o = NULL;
-    ASSERT_OK(json_parse(obj, strlen(obj), &o, NULL));
-    free(obj);
-    ASSERT_TRUE(fake_kube_upsert(fk, coll, o) > 0);
-    /* the API server assigns the uid */
-    char path[300], uid[128];
-    snprintf(path, sizeof path, "%s/s-kube", coll);
-    cJSON *stored = fake_kube_object(fk, path);
-    ASSERT_NOT_NULL(stored);
-    snprintf(uid, sizeof uid, "%s", str(json_get(stored, "metadata"), "uid"));
-    cJSON_Delete(stored);
-    char *kenv = xasprintf("KUBECONFIG=%s", kc);
-    /* start_runner names the session s-<uid>; this one is s-kube */
-    char *senv = xstrdup("TERN_SESSION=s-kube");
-    const char *extra2[] = {kenv, senv, NULL};
-    /* no sandbox address in the status yet: retryable */
-    ASSERT_EQ_INT(run_runner(&e, uid, 1, extra2), 75);
-    cJSON *st = cJSON_AddObjectToObject(o, "status");
-    cJSON *sb = cJSON_AddObjectToObject(st, "sandbox");
-    json_add_string(sb, "address", e.sbx.addr);
-    ASSERT_TRUE(fake_kube_upsert(fk, coll, o) > 0);
-    int krc = run_runner(&e, uid, 1, extra2);
-    if (krc != 0) {
-        char lp[400];
-        snprintf(lp, sizeof lp, "%s/runner.log", e.dir);
-        char *l = read_text(lp);
-        th_fail(__FILE__, __LINE__, "exit %d: %s", krc, l ? l : "");
-    }
-    struct evs v;
-    read_journal(&e, uid, &v);
-    ASSERT_EQ_STR(outcome(&v), "completed");
-    ASSERT_EQ_INT(v.n, FULL_APPENDS);
-    ASSERT_TRUE(fake_kube_count(fk, "GET", coll) >= 2);
-    evs_done(&v);
-    /* a Job of another incarnation of the session (other uid): configuration error */
-    ASSERT_EQ_INT(run_runner(&e, "other-uid", 1, extra2), 78);
-    cJSON_Delete(o);
-    free(kenv);
-    free(senv);
-    fake_kube_free(fk);
     env_stop(&e);
 }

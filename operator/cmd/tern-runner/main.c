@@ -45,11 +45,9 @@ static int cmd_turn(void)
 {
     struct runner_config cfg;
     struct tern_err err = {0};
-    int crc = runner_config_load(real_getenv, NULL, &cfg, &err);
-    if (crc != 0) {
-        tlog_error(crc == TERN_EINVALID ? "configuration error" : "cannot start the turn yet",
-                   "error", err.msg);
-        return crc == TERN_EINVALID ? EXIT_CONFIG : EXIT_RETRY;
+    if (runner_config_load(real_getenv, NULL, &cfg, &err) != 0) {
+        tlog_error("configuration error", "error", err.msg);
+        return EXIT_CONFIG;
     }
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;

@@ -5,8 +5,6 @@
 #include "base/mem.h"
 #include "base/num.h"
 #include "json/json.h"
-#include "kube/kclient.h"
-#include "kube/kubeconfig.h"
 #include "spec/session_spec.h"
 
 #include <errno.h>
@@ -159,56 +157,6 @@ int runner_read_file(const char *path, size_t max, char **ret, struct tern_err *
     return 0;
 }
 
-/* Reads the AgentSession TERN_NAMESPACE/TERN_SESSION through the Kubernetes
- * API (kubeconfig path, else in-cluster config, as kubeconfig_load_auto)
- * and takes the spec and status.sandbox.address (unless TERN_SANDBOX_ADDR
- * overrides it). A session that does not exist or does not parse is
- * TERN_EINVALID; an unreachable API server or a sandbox without an address
- * yet is retryable (another code). */
-static int load_from_kube(struct runner_config *c, const char *kubeconfig, struct tern_err *err)
-{
-    struct kubeconfig *kc = NULL;
-    struct kclient *kcl = NULL;
-    cJSON *obj = NULL;
-    struct kclient_err kerr = {0};
-    int rc = kubeconfig_load_auto(kubeconfig, NULL, NULL, &kc, err);
-    if (rc) {
-        rc = err_wrap(err, TERN_EINVALID, "no Kubernetes configuration (and no "
-                                          "TERN_SESSION_SPEC_FILE)");
-        goto out;
-    }
-    kcl = kclient_new(kc, NULL);
-    static const struct kgvr gvr = {"tern.dev", "v1alpha1", "agentsessions"};
-    rc = kclient_get(kcl, &gvr, c->ns, c->session, &obj, &kerr);
-    if (rc) {
-        if (err)
-            *err = kerr.e;
-        if (rc == TERN_ENOTFOUND || rc == TERN_EAUTH)
-            rc = TERN_EINVALID; /* retrying cannot help */
-        err_wrap(err, rc, "AgentSession %s/%s", c->ns, c->session);
-        goto out;
-    }
-    if ((rc = runner_spec_parse(obj, &c->spec, err))) {
-        err_wrap(err, rc, "AgentSession %s/%s", c->ns, c->session);
-        goto out;
-    }
-    if (!c->sandbox_addr) {
-        const cJSON *a = json_get(json_get(json_get(obj, "status"), "sandbox"), "address");
-        if (!cJSON_IsString(a) || !*a->valuestring) {
-            rc = err_set(err, TERN_ENOTFOUND,
-                         "AgentSession %s/%s: status.sandbox.address not set yet", c->ns,
-                         c->session);
-            goto out;
-        }
-        c->sandbox_addr = xstrdup(a->valuestring);
-    }
-out:
-    cJSON_Delete(obj);
-    kclient_free(kcl);
-    kubeconfig_free(kc);
-    return rc;
-}
-
 void runner_config_done(struct runner_config *c)
 {
     if (!c)
@@ -305,24 +253,25 @@ int runner_config_load(const char *(*get)(void *ctx, const char *name), void *ct
                       c.sandbox_token[tl - 1] == ' '))
         c.sandbox_token[--tl] = 0;
 
-    if (c.spec_file) {
-        /* standalone: the session from a file, the sandbox from the env */
-        if (!c.sandbox_addr) {
-            rc = err_set(err, TERN_EINVALID,
-                         "TERN_SANDBOX_ADDR: required with TERN_SESSION_SPEC_FILE");
-            goto out;
-        }
-        if ((rc = runner_read_file(c.spec_file, SPEC_MAX_BYTES, &text, err)))
-            goto out;
-        if ((rc = json_parse(text, strlen(text), &j, err))) {
-            rc = err_wrap(err, TERN_EINVALID, "%s", c.spec_file);
-            goto out;
-        }
-        if ((rc = runner_spec_parse(j, &c.spec, err))) {
-            err_wrap(err, rc, "%s", c.spec_file);
-            goto out;
-        }
-    } else if ((rc = load_from_kube(&c, get(ctx, "KUBECONFIG"), err))) {
+    if (!c.spec_file) {
+        /* reading the AgentSession from the Kubernetes API is not built yet */
+        rc = err_set(err, TERN_EINVALID,
+                     "TERN_SESSION_SPEC_FILE: required (the Kubernetes API reader is not built "
+                     "yet; see docs/runner.md)");
+        goto out;
+    }
+    if (!c.sandbox_addr) {
+        rc = err_set(err, TERN_EINVALID, "TERN_SANDBOX_ADDR: required with TERN_SESSION_SPEC_FILE");
+        goto out;
+    }
+    if ((rc = runner_read_file(c.spec_file, SPEC_MAX_BYTES, &text, err)))
+        goto out;
+    if ((rc = json_parse(text, strlen(text), &j, err))) {
+        rc = err_wrap(err, TERN_EINVALID, "%s", c.spec_file);
+        goto out;
+    }
+    if ((rc = runner_spec_parse(j, &c.spec, err))) {
+        err_wrap(err, rc, "%s", c.spec_file);
         goto out;
     }
     if (c.spec.uid && strcmp(c.spec.uid, c.uid) != 0) {

@@ -3,11 +3,10 @@
  * Environment (DESIGN.md §10 "tern-runner"): TERN_NAMESPACE, TERN_SESSION,
  * TERN_SESSION_UID, TERN_TURN, TERN_ETCD_ENDPOINTS, TERN_SANDBOX_TOKEN_FILE,
  * OPENAI_BASE_URL (default https://api.openai.com/v1), OPENAI_API_KEY, plus
- * optional OPENAI_ORG_ID, OPENAI_PROJECT_ID. The AgentSession (spec, uid,
- * status.sandbox.address) is read through the Kubernetes API (KUBECONFIG,
- * else in-cluster config); TERN_SANDBOX_ADDR overrides the address.
- * Standalone mode (docs/runner.md): TERN_SESSION_SPEC_FILE (an AgentSession
- * as JSON, or just its spec) plus TERN_SANDBOX_ADDR replace the API. Tuning: TERN_PRICES_FILE, TERN_RUNNER_OWNER (default
+ * optional OPENAI_ORG_ID, OPENAI_PROJECT_ID. Standalone mode (no Kubernetes
+ * API yet, docs/runner.md): TERN_SESSION_SPEC_FILE (an AgentSession as JSON,
+ * or just its spec) and TERN_SANDBOX_ADDR (HOST:PORT) replace reading the
+ * AgentSession. Tuning: TERN_PRICES_FILE, TERN_RUNNER_OWNER (default
  * HOSTNAME), TERN_LOCK_TTL_SECONDS (default 10), TERN_LOCK_WAIT_MS (default
  * TTL + 5 s), TERN_MODEL_TIMEOUT_MS, TERN_MODEL_MAX_RETRIES,
  * TERN_MAX_COMPLETION_TOKENS. Test hook: TERN_TEST_CRASH_AFTER_APPENDS=N
@@ -65,11 +64,9 @@ struct runner_config {
 };
 
 /* Reads the configuration. getenv_fn(ctx, name) returns a value or NULL.
- * Files named by the environment are read (token, spec, kubeconfig), and
- * without TERN_SESSION_SPEC_FILE the AgentSession is fetched. Returns 0 and
+ * Files named by the environment are read (token, spec). Returns 0 and
  * fills *ret, or TERN_EINVALID with the variable / field in err (the runner
- * exits 78), or another code for a retryable failure (API server
- * unreachable, sandbox address not set yet: exit 75). */
+ * exits 78). */
 int runner_config_load(const char *(*getenv_fn)(void *ctx, const char *name), void *ctx,
                        struct runner_config *ret, struct tern_err *err);
 void runner_config_done(struct runner_config *c);
