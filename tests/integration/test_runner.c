@@ -252,7 +252,7 @@ static const char *outcome(const struct evs *v)
 
 static const char *answer(const struct evs *v)
 {
-    return str(json_get(last(v, "turn_finished"), "result"), "summary");
+    return str(last(v, "turn_finished"), "summary");
 }
 
 /* Each model step recorded once: model_response steps are 0, 1, 2, ... */
@@ -361,6 +361,10 @@ TEST_T(full_turn_with_several_tool_calls, 60)
     char *review = read_text(p);
     ASSERT_EQ_STR(review, "# Review\nLooks good.\n");
     free(review);
+    /* the deliverables are listed for status.result.artifacts */
+    const cJSON *arts = json_get(last(&v, "turn_finished"), "artifacts");
+    ASSERT_EQ_INT(cJSON_GetArraySize(arts), 1);
+    ASSERT_EQ_STR(cJSON_GetArrayItem(arts, 0)->valuestring, "output/review.md");
     /* usage and cost were recorded (fake-* prices in examples/model-prices.json) */
     int64_t cost = 0;
     json_item_int64(json_get(json_get(last(&v, "model_response"), "usage"), "cost_micro_usd"),

@@ -423,6 +423,36 @@ static int do_tool_execute(struct turn *t, const struct plan *p, struct tern_err
     return rc;
 }
 
+/* data.artifacts: the files under output/ now (status.result.artifacts).
+ * Best effort: without an answer from sandboxd the member is left out. */
+static void add_artifacts(struct turn *t, cJSON *d)
+{
+    struct policy_args l = {.tool = POLICY_LIST, .path = "output", .depth = TERN_POLICY_MAX_DEPTH,
+                            .offset = -1, .limit = -1, .timeout_ms = -1};
+    struct sbx_result r = {0};
+    struct tern_err e = {0};
+    if (sbx_call(t->sbx, NULL, &l, POLICY_FILE_TIMEOUT_MS, &r, &e) == 0 && r.http_status == 200) {
+        cJSON *j = NULL;
+        const cJSON *entries;
+        if (json_parse(r.body, r.body_len, &j, NULL) == 0 &&
+            cJSON_IsArray(entries = json_get(j, "entries"))) {
+            cJSON *arr = cJSON_AddArrayToObject(d, "artifacts");
+            int n = 0;
+            for (const cJSON *it = entries->child; it && n < TERN_RUNNER_MAX_ARTIFACTS;
+                 it = it->next) {
+                const cJSON *p = json_get(it, "path"), *ty = json_get(it, "type");
+                if (cJSON_IsString(p) && cJSON_IsString(ty) &&
+                    strcmp(ty->valuestring, "dir") != 0) {
+                    cJSON_AddItemToArray(arr, cJSON_CreateString(p->valuestring));
+                    n++;
+                }
+            }
+        }
+        cJSON_Delete(j);
+    }
+    sbx_result_done(&r);
+}
+
 static int perform(struct turn *t, struct plan *p, struct tern_err *err)
 {
     cJSON *d;
@@ -486,10 +516,10 @@ static int perform(struct turn *t, struct plan *p, struct tern_err *err)
         json_add_string(d, "outcome", p->outcome);
         if (p->reason)
             json_add_string(d, "reason", p->reason);
-        if (t->s.final_text && strcmp(p->outcome, PLAN_OUTCOME_ERROR) != 0) {
-            cJSON *res = cJSON_AddObjectToObject(d, "result");
-            json_add_string(res, "summary", t->s.final_text);
-        }
+        if (t->s.final_text && strcmp(p->outcome, PLAN_OUTCOME_ERROR) != 0)
+            json_add_string(d, "summary", t->s.final_text);
+        if (strcmp(p->outcome, PLAN_OUTCOME_COMPLETED) == 0)
+            add_artifacts(t, d);
         return append(t, "turn_finished", NULL, d, err);
     }
     return 0;
