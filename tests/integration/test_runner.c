@@ -272,24 +272,29 @@ static void assert_steps_once(const struct evs *v, int64_t want)
     ASSERT_EQ_INT(next, want);
 }
 
-static void append_decision(struct env *e, const char *uid, const char *id, const char *decision)
+static void append_event(struct env *e, const char *uid, enum journal_type type, cJSON *d)
 {
     struct tern_err err = {0};
     const char *eps[] = {e->etcd.url};
     struct etcd_config ec = {.endpoints = eps, .nendpoints = 1};
     struct etcd *c = NULL;
     struct journal *j = NULL;
-    cJSON *d = cJSON_CreateObject();
-    json_add_string(d, "id", id);
-    json_add_string(d, "decision", decision);
-    json_add_string(d, "by", "alice");
-    struct journal_append_req req = {.type = JOURNAL_EV_APPROVAL_DECIDED, .turn = 0, .data = d};
+    struct journal_append_req req = {.type = type, .turn = 0, .data = d};
     if (etcd_new(&ec, &c, &err) || journal_open(c, uid, NULL, &j, &err) ||
         journal_append(j, &req, NULL, &err))
-        th_fail(__FILE__, __LINE__, "append decision: %s", err.msg);
+        th_fail(__FILE__, __LINE__, "append: %s", err.msg);
     cJSON_Delete(d);
     journal_free(j);
     etcd_free(c);
+}
+
+static void append_decision(struct env *e, const char *uid, const char *id, const char *decision)
+{
+    cJSON *d = cJSON_CreateObject();
+    json_add_string(d, "id", id);
+    json_add_string(d, "decision", decision);
+    json_add_string(d, "decidedBy", "alice");
+    append_event(e, uid, JOURNAL_EV_APPROVAL_DECIDED, d);
 }
 
 /* sandboxd's execution records with keys "<uid>/...": how many, total runs. */
@@ -440,6 +445,33 @@ static void approval_flow(const char *uid, const char *decision, const char *wan
     char p[400];
     snprintf(p, sizeof p, "%s/working/pushes", e.ws);
     ASSERT_EQ_INT(count_lines(p), want_execs);
+    evs_done(&v);
+    env_stop(&e);
+}
+
+TEST_T(objective_journaled_by_the_operator_is_sent_once, 60)
+{
+    struct env e;
+    env_start(&e, S_FULL);
+    write_spec(&e, "objective", SPEC_PLAIN);
+    /* what the operator writes into a fresh journal */
+    cJSON *d = cJSON_CreateObject();
+    json_add_string(d, "source", "objective");
+    json_add_string(d, "text", "Review the change in input/ and write output/review.md");
+    append_event(&e, "objective", JOURNAL_EV_USER_MESSAGE, d);
+    ASSERT_EQ_INT(run_runner(&e, "objective", 1, NULL), 0);
+    char *rec = read_text(e.record);
+    ASSERT_NOT_NULL(rec);
+    *strchr(rec, '\n') = 0; /* the first request */
+    const char *needle = "Review the change in input/ and write output/review.md";
+    int n = 0;
+    for (const char *p = rec; (p = strstr(p, needle)); p++)
+        n++;
+    ASSERT_EQ_INT(n, 1);
+    free(rec);
+    struct evs v;
+    read_journal(&e, "objective", &v);
+    ASSERT_EQ_STR(outcome(&v), "completed");
     evs_done(&v);
     env_stop(&e);
 }

@@ -298,7 +298,8 @@ static int do_model_call(struct turn *t, struct tern_err *err)
     struct chat_conv c;
     chat_conv_init(&c);
     chat_conv_add(&c, CHAT_SYSTEM, t->system_prompt);
-    chat_conv_add(&c, CHAT_USER, t->first_user);
+    if (!t->s.objective_journaled)
+        chat_conv_add(&c, CHAT_USER, t->first_user);
     for (size_t i = 0; i < t->s.conv.n; i++) {
         const struct chat_msg *m = &t->s.conv.msgs[i];
         if (m->role == CHAT_ASSISTANT)
