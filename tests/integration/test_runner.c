@@ -453,7 +453,9 @@ TEST_T(objective_journaled_by_the_operator_is_sent_once, 60)
 {
     struct env e;
     env_start(&e, S_FULL);
-    write_spec(&e, "objective", SPEC_PLAIN);
+    char *members = xasprintf("%s,\"messages\":[\"also check the tests\"]", SPEC_PLAIN);
+    write_spec(&e, "objective", members);
+    free(members);
     /* what the operator writes into a fresh journal */
     cJSON *d = cJSON_CreateObject();
     json_add_string(d, "source", "objective");
@@ -468,10 +470,19 @@ TEST_T(objective_journaled_by_the_operator_is_sent_once, 60)
     for (const char *p = rec; (p = strstr(p, needle)); p++)
         n++;
     ASSERT_EQ_INT(n, 1);
+    /* spec.messages not journaled yet follow the objective */
+    const char *obj_at = strstr(rec, needle), *msg_at = strstr(rec, "also check the tests");
+    ASSERT_TRUE(obj_at && msg_at && obj_at < msg_at);
     free(rec);
     struct evs v;
     read_journal(&e, "objective", &v);
     ASSERT_EQ_STR(outcome(&v), "completed");
+    ASSERT_EQ_INT(count(&v, "user_message"), 2);
+    /* a rerun of the next turn does not journal the message again */
+    evs_done(&v);
+    ASSERT_EQ_INT(run_runner(&e, "objective", 2, NULL), 0);
+    read_journal(&e, "objective", &v);
+    ASSERT_EQ_INT(count(&v, "user_message"), 2);
     evs_done(&v);
     env_stop(&e);
 }

@@ -588,9 +588,12 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
      * events (the operator does this between turns when it runs) */
     for (int64_t i = t.s.max_message_index + 1; i < (int64_t)cfg->spec.nmessages; i++) {
         cJSON *d = obj();
-        json_add_string(d, "text", cfg->spec.messages[i]);
+        json_add_string(d, "source", "spec.messages");
         json_add_int64(d, "index", i);
-        if ((rc = append(&t, "user_message", NULL, d, err)))
+        json_add_string(d, "text", cfg->spec.messages[i]);
+        char key[48];
+        snprintf(key, sizeof key, "message/%lld", (long long)i); /* as the operator keys it */
+        if ((rc = append(&t, "user_message", key, d, err)))
             goto out;
     }
 
