@@ -252,7 +252,7 @@ static const char *outcome(const struct evs *v)
 
 static const char *answer(const struct evs *v)
 {
-    return str(json_get(last(v, "turn_finished"), "result"), "summary");
+    return str(last(v, "turn_finished"), "summary");
 }
 
 /* Each model step recorded once: model_response steps are 0, 1, 2, ... */
@@ -272,24 +272,29 @@ static void assert_steps_once(const struct evs *v, int64_t want)
     ASSERT_EQ_INT(next, want);
 }
 
-static void append_decision(struct env *e, const char *uid, const char *id, const char *decision)
+static void append_event(struct env *e, const char *uid, enum journal_type type, cJSON *d)
 {
     struct tern_err err = {0};
     const char *eps[] = {e->etcd.url};
     struct etcd_config ec = {.endpoints = eps, .nendpoints = 1};
     struct etcd *c = NULL;
     struct journal *j = NULL;
-    cJSON *d = cJSON_CreateObject();
-    json_add_string(d, "id", id);
-    json_add_string(d, "decision", decision);
-    json_add_string(d, "by", "alice");
-    struct journal_append_req req = {.type = JOURNAL_EV_APPROVAL_DECIDED, .turn = 0, .data = d};
+    struct journal_append_req req = {.type = type, .turn = 0, .data = d};
     if (etcd_new(&ec, &c, &err) || journal_open(c, uid, NULL, &j, &err) ||
         journal_append(j, &req, NULL, &err))
-        th_fail(__FILE__, __LINE__, "append decision: %s", err.msg);
+        th_fail(__FILE__, __LINE__, "append: %s", err.msg);
     cJSON_Delete(d);
     journal_free(j);
     etcd_free(c);
+}
+
+static void append_decision(struct env *e, const char *uid, const char *id, const char *decision)
+{
+    cJSON *d = cJSON_CreateObject();
+    json_add_string(d, "id", id);
+    json_add_string(d, "decision", decision);
+    json_add_string(d, "decidedBy", "alice");
+    append_event(e, uid, JOURNAL_EV_APPROVAL_DECIDED, d);
 }
 
 /* sandboxd's execution records with keys "<uid>/...": how many, total runs. */
@@ -361,6 +366,10 @@ TEST_T(full_turn_with_several_tool_calls, 60)
     char *review = read_text(p);
     ASSERT_EQ_STR(review, "# Review\nLooks good.\n");
     free(review);
+    /* the deliverables are listed for status.result.artifacts */
+    const cJSON *arts = json_get(last(&v, "turn_finished"), "artifacts");
+    ASSERT_EQ_INT(cJSON_GetArraySize(arts), 1);
+    ASSERT_EQ_STR(cJSON_GetArrayItem(arts, 0)->valuestring, "output/review.md");
     /* usage and cost were recorded (fake-* prices in examples/model-prices.json) */
     int64_t cost = 0;
     json_item_int64(json_get(json_get(last(&v, "model_response"), "usage"), "cost_micro_usd"),
@@ -436,6 +445,44 @@ static void approval_flow(const char *uid, const char *decision, const char *wan
     char p[400];
     snprintf(p, sizeof p, "%s/working/pushes", e.ws);
     ASSERT_EQ_INT(count_lines(p), want_execs);
+    evs_done(&v);
+    env_stop(&e);
+}
+
+TEST_T(objective_journaled_by_the_operator_is_sent_once, 60)
+{
+    struct env e;
+    env_start(&e, S_FULL);
+    char *members = xasprintf("%s,\"messages\":[\"also check the tests\"]", SPEC_PLAIN);
+    write_spec(&e, "objective", members);
+    free(members);
+    /* what the operator writes into a fresh journal */
+    cJSON *d = cJSON_CreateObject();
+    json_add_string(d, "source", "objective");
+    json_add_string(d, "text", "Review the change in input/ and write output/review.md");
+    append_event(&e, "objective", JOURNAL_EV_USER_MESSAGE, d);
+    ASSERT_EQ_INT(run_runner(&e, "objective", 1, NULL), 0);
+    char *rec = read_text(e.record);
+    ASSERT_NOT_NULL(rec);
+    *strchr(rec, '\n') = 0; /* the first request */
+    const char *needle = "Review the change in input/ and write output/review.md";
+    int n = 0;
+    for (const char *p = rec; (p = strstr(p, needle)); p++)
+        n++;
+    ASSERT_EQ_INT(n, 1);
+    /* spec.messages not journaled yet follow the objective */
+    const char *obj_at = strstr(rec, needle), *msg_at = strstr(rec, "also check the tests");
+    ASSERT_TRUE(obj_at && msg_at && obj_at < msg_at);
+    free(rec);
+    struct evs v;
+    read_journal(&e, "objective", &v);
+    ASSERT_EQ_STR(outcome(&v), "completed");
+    ASSERT_EQ_INT(count(&v, "user_message"), 2);
+    /* a rerun of the next turn does not journal the message again */
+    evs_done(&v);
+    ASSERT_EQ_INT(run_runner(&e, "objective", 2, NULL), 0);
+    read_journal(&e, "objective", &v);
+    ASSERT_EQ_INT(count(&v, "user_message"), 2);
     evs_done(&v);
     env_stop(&e);
 }

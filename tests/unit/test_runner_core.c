@@ -121,6 +121,9 @@ TEST(full_turn_sequence)
     ev(&f, "turn_started", 2, "{}");
     EXPECT(&f, PLAN_MODEL_REQUEST);
     ASSERT_EQ_INT(f.s.max_message_index, 0);
+    ASSERT_FALSE(f.s.objective_journaled);
+    ev(&f, "user_message", 2, "{\"source\":\"objective\",\"text\":\"Review\"}");
+    ASSERT_TRUE(f.s.objective_journaled);
     /* a runner of an older turn does nothing */
     f.in.turn = 1;
     EXPECT(&f, PLAN_DONE);
@@ -380,9 +383,10 @@ TEST(prompt_contents)
     ASSERT_CONTAINS(sys, "Tools: exec_command, read_file");
     ASSERT_CONTAINS(sys, "## Memory (simple.md)\nUse tabs.\n");
     ASSERT_CONTAINS(sys, "- skills/git/SKILL.md");
+    ASSERT_CONTAINS(sys, "## Context\ndiff in input/\n");
     free(sys);
     char *u = prompt_first_user(&in);
-    ASSERT_EQ_STR(u, "Review PR 42\n\nContext:\ndiff in input/");
+    ASSERT_EQ_STR(u, "Review PR 42");
     free(u);
     /* a huge memory is cut with a marker */
     char *big = xmalloc(200000);

@@ -62,6 +62,7 @@
 #define TERN_RUNNER_MAX_OUTPUT     (32u << 10) /* a tool result sent to the model / journaled */
 #define TERN_RUNNER_MAX_EVENTS     (1u << 20)  /* events replayed for one session */
 #define TERN_RUNNER_MAX_SANDBOX_BODY (16u << 20) /* one sandboxd response */
+#define TERN_RUNNER_MAX_ARTIFACTS  100         /* output/ files listed in turn_finished */
 
 /* etcd client (etcd module) */
 #define TERN_ETCD_MAX_ENDPOINTS    16

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 struct model_retry_policy {
-    int max_retries;          /* retries after the first attempt; default 2 */
+    int max_retries;          /* retries after the first attempt; 0 = default 2, < 0 = none */
     long initial_ms;          /* first backoff; default 500 */
     long max_backoff_ms;      /* backoff cap; default 8000 */
     long max_server_delay_ms; /* longest server-requested delay honoured; default 60000 */

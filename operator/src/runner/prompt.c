@@ -57,6 +57,8 @@ char *prompt_system(const struct prompt_input *in)
         if (n < in->nskills)
             buf_printf(&b, "(truncated: %zu more; list skills/ to see them)\n", in->nskills - n);
     }
+    if (in->context_text && *in->context_text)
+        buf_printf(&b, "\n## Context\n%s\n", in->context_text);
     if (in->nreferences) {
         buf_puts(&b, "\n## References\n");
         for (size_t i = 0; i < in->nreferences; i++)
@@ -70,7 +72,5 @@ char *prompt_first_user(const struct prompt_input *in)
     struct buf b;
     buf_init(&b, SIZE_MAX / 2);
     buf_puts(&b, in->objective ? in->objective : "");
-    if (in->context_text && *in->context_text)
-        buf_printf(&b, "\n\nContext:\n%s", in->context_text);
     return buf_steal(&b);
 }

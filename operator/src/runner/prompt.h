@@ -3,10 +3,12 @@
  * The system prompt describes the agent's situation: the workspace layout
  * (what is read-only, what is writable), the offered tools, the memory file
  * simple.md (inlined when given) and the skills index (one line per skill
- * file). The objective (plus spec.context.text) is the first user message:
- * Chat Completions needs one, and models follow a user turn more reliably
- * than instructions buried in the system prompt. Follow-up spec.messages
- * arrive as user_message events in the journal.
+ * file), spec.context.text and the references. The objective is the first
+ * user message: Chat Completions needs one, and models follow a user turn
+ * more reliably than instructions buried in the system prompt. The operator
+ * journals it as the first user_message{source: "objective"}; the runner
+ * adds it itself only when the journal has no such event (standalone).
+ * Follow-up spec.messages arrive as user_message events.
  */
 #ifndef TERN_RUNNER_PROMPT_H
 #define TERN_RUNNER_PROMPT_H
@@ -32,8 +34,7 @@ struct prompt_input {
  * entries, each with an explicit "(truncated)" marker. */
 char *prompt_system(const struct prompt_input *in);
 
-/* The first user message: the objective, then the context text (newly
- * allocated). */
+/* The first user message: the objective (newly allocated). */
 char *prompt_first_user(const struct prompt_input *in);
 
 #endif

@@ -217,6 +217,9 @@ int replay_apply(struct replay_state *s, const struct replay_event *ev, struct t
         if (!text)
             text = dstr(d, "message");
         s->user_messages++;
+        const char *src = dstr(d, "source");
+        if (src && strcmp(src, "objective") == 0)
+            s->objective_journaled = true;
         int64_t idx = dint(d, "index", -1);
         if (idx > s->max_message_index)
             s->max_message_index = idx;

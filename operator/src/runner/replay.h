@@ -10,7 +10,8 @@
  * this module depends on the event format only, not on the journal shell).
  *
  * Event data the runner writes and reads (docs/runner.md has the full list):
- *   user_message       {"text", "index"}            (also "content"/"message")
+ *   user_message       {"text", "index"?, "source"?} (also "content"/"message";
+ *                       source "objective" marks the objective itself)
  *   turn_started       {"turn"}
  *   model_request      {"step", "messages"}
  *   model_response     {"step", "kind", "content", "refusal", "finishReason",
@@ -68,6 +69,8 @@ struct replay_state {
     uint64_t last_seq;
     int64_t user_messages;  /* user_message events */
     int64_t max_message_index; /* highest data.index of a user_message, -1 if none */
+    bool objective_journaled;  /* a user_message with data.source "objective" (the
+                                * operator journals the objective as the first message) */
 
     /* usage over the whole session */
     int64_t model_turns;

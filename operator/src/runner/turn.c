@@ -298,7 +298,8 @@ static int do_model_call(struct turn *t, struct tern_err *err)
     struct chat_conv c;
     chat_conv_init(&c);
     chat_conv_add(&c, CHAT_SYSTEM, t->system_prompt);
-    chat_conv_add(&c, CHAT_USER, t->first_user);
+    if (!t->s.objective_journaled)
+        chat_conv_add(&c, CHAT_USER, t->first_user);
     for (size_t i = 0; i < t->s.conv.n; i++) {
         const struct chat_msg *m = &t->s.conv.msgs[i];
         if (m->role == CHAT_ASSISTANT)
@@ -423,6 +424,36 @@ static int do_tool_execute(struct turn *t, const struct plan *p, struct tern_err
     return rc;
 }
 
+/* data.artifacts: the files under output/ now (status.result.artifacts).
+ * Best effort: without an answer from sandboxd the member is left out. */
+static void add_artifacts(struct turn *t, cJSON *d)
+{
+    struct policy_args l = {.tool = POLICY_LIST, .path = "output", .depth = TERN_POLICY_MAX_DEPTH,
+                            .offset = -1, .limit = -1, .timeout_ms = -1};
+    struct sbx_result r = {0};
+    struct tern_err e = {0};
+    if (sbx_call(t->sbx, NULL, &l, POLICY_FILE_TIMEOUT_MS, &r, &e) == 0 && r.http_status == 200) {
+        cJSON *j = NULL;
+        const cJSON *entries;
+        if (json_parse(r.body, r.body_len, &j, NULL) == 0 &&
+            cJSON_IsArray(entries = json_get(j, "entries"))) {
+            cJSON *arr = cJSON_AddArrayToObject(d, "artifacts");
+            int n = 0;
+            for (const cJSON *it = entries->child; it && n < TERN_RUNNER_MAX_ARTIFACTS;
+                 it = it->next) {
+                const cJSON *p = json_get(it, "path"), *ty = json_get(it, "type");
+                if (cJSON_IsString(p) && cJSON_IsString(ty) &&
+                    strcmp(ty->valuestring, "dir") != 0) {
+                    cJSON_AddItemToArray(arr, cJSON_CreateString(p->valuestring));
+                    n++;
+                }
+            }
+        }
+        cJSON_Delete(j);
+    }
+    sbx_result_done(&r);
+}
+
 static int perform(struct turn *t, struct plan *p, struct tern_err *err)
 {
     cJSON *d;
@@ -486,10 +517,10 @@ static int perform(struct turn *t, struct plan *p, struct tern_err *err)
         json_add_string(d, "outcome", p->outcome);
         if (p->reason)
             json_add_string(d, "reason", p->reason);
-        if (t->s.final_text && strcmp(p->outcome, PLAN_OUTCOME_ERROR) != 0) {
-            cJSON *res = cJSON_AddObjectToObject(d, "result");
-            json_add_string(res, "summary", t->s.final_text);
-        }
+        if (t->s.final_text && strcmp(p->outcome, PLAN_OUTCOME_ERROR) != 0)
+            json_add_string(d, "summary", t->s.final_text);
+        if (strcmp(p->outcome, PLAN_OUTCOME_COMPLETED) == 0)
+            add_artifacts(t, d);
         return append(t, "turn_finished", NULL, d, err);
     }
     return 0;
@@ -557,9 +588,12 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
      * events (the operator does this between turns when it runs) */
     for (int64_t i = t.s.max_message_index + 1; i < (int64_t)cfg->spec.nmessages; i++) {
         cJSON *d = obj();
-        json_add_string(d, "text", cfg->spec.messages[i]);
+        json_add_string(d, "source", "spec.messages");
         json_add_int64(d, "index", i);
-        if ((rc = append(&t, "user_message", NULL, d, err)))
+        json_add_string(d, "text", cfg->spec.messages[i]);
+        char key[48];
+        snprintf(key, sizeof key, "message/%lld", (long long)i); /* as the operator keys it */
+        if ((rc = append(&t, "user_message", key, d, err)))
             goto out;
     }
 
