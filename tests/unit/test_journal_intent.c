@@ -36,7 +36,7 @@ TEST(intent_follows_messages_decisions_and_turn_starts)
     ASSERT_EQ_STR(s.last_decided, "ap-1");
     fold(&s, 6, JOURNAL_EV_TURN_STARTED, 2, "{}");
     fold(&s, 7, JOURNAL_EV_TURN_FINISHED, 2,
-         "{\"outcome\":\"completed\",\"result\":{\"summary\":\"done\",\"artifacts\":[\"output/a.md\"]}}");
+         "{\"outcome\":\"completed\",\"summary\":\"done\",\"artifacts\":[\"output/a.md\"]}");
     ASSERT_EQ_STR(s.result, "done");
     ASSERT_EQ_INT(cJSON_GetArraySize(s.artifacts), 1);
 

@@ -380,8 +380,7 @@ static int print_event(void *ctx, const struct journal_event *ev)
         buf_printf(&b, "approval %s %s by %s", S("id"), S("decision"), S("decidedBy"));
         break;
     case JOURNAL_EV_TURN_FINISHED:
-        buf_printf(&b, "turn finished: %s %s%s", S("outcome"), S("reason"),
-                   str_or(json_get(d, "result"), "summary"));
+        buf_printf(&b, "turn finished: %s %s%s", S("outcome"), S("reason"), S("summary"));
         break;
     default: {
         char *txt = json_print(d);

@@ -408,10 +408,9 @@ int journal_summary_apply(struct journal_summary *s, const struct journal_event 
         const char *oc = data_str(d, "outcome");
         set_str(&s->outcome, oc ? oc : "");
         if (oc && strcmp(oc, JOURNAL_OUTCOME_COMPLETED) == 0) {
-            const cJSON *res = json_get(d, "result");
-            set_str(&s->result, data_str(res, "summary"));
+            set_str(&s->result, data_str(d, "summary"));
             cJSON_Delete(s->artifacts);
-            const cJSON *a = json_get(res, "artifacts");
+            const cJSON *a = json_get(d, "artifacts");
             s->artifacts = cJSON_IsArray(a) ? json_dup(a) : NULL;
         }
         break;

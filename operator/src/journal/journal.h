@@ -59,7 +59,8 @@
 
 /* turn_finished data.outcome: why a turn ended (written by the runner, and
  * by the operator for turns whose Job ended without saying). A completed
- * turn carries data.result {summary, artifacts}. */
+ * turn carries data.summary (the final answer) and data.artifacts (paths
+ * under output/). */
 #define JOURNAL_OUTCOME_COMPLETED "completed"
 #define JOURNAL_OUTCOME_APPROVAL  "approval_requested"
 #define JOURNAL_OUTCOME_LIMIT     "limit_reached"
@@ -162,7 +163,7 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
  * pending cleared, last_decided = data.id; user_message and approval_decided
  * -> intent = true; turn_started -> outcome cleared, intent = false;
  * turn_finished -> outcome = data.outcome (and result/artifacts from
- * data.result {summary, artifacts} when the outcome is completed); snapshot -> s replaced by data.summary. Returns 0, or
+ * data.summary and data.artifacts when the outcome is completed); snapshot -> s replaced by data.summary. Returns 0, or
  * TERN_EINVALID if ev.seq is not s->last_seq + 1 (a gap or a repeat; the
  * first event of a replay that starts at a snapshot is exempt). */
 int journal_summary_apply(struct journal_summary *s, const struct journal_event *ev);
