@@ -158,8 +158,7 @@ class Local:
 
     def start_terndev(self):
         d = os.path.join(self.dir, "tern-dev")
-        env = dict(os.environ, PATH=BIN + ":" + os.environ.get("PATH", "/usr/bin:/bin"),
-                   TERN_DEV_KUBELET="1")
+        env = dict(os.environ, PATH=BIN + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
         p = Proc("tern-dev", [os.path.join(BIN, "tern-dev"), "up", "--dir", d, "--port", "0",
                               "--etcd", self.etcd_url], self.logs, env=env, stdout_pipe=True)
         line = p.read_line(60)

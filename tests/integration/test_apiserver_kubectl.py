@@ -326,9 +326,12 @@ spec:
         eq(cm["metadata"]["labels"], {"app": "demo", "x": "y"}, "labels")
         _, out, _ = k("get", "pods,cm", "-l", "app=demo", "-o", "name")
         eq(sorted(out.split()), ["configmap/cm1", "pod/p1"], "multi-kind selector")
-        # (stable whether or not a kubelet runs the pod)
+        # (stable whether or not a kubelet runs the pods; the Deployment's
+        # pod also matches the first two requirements)
         _, out, _ = k("get", "pods", "--field-selector",
-                      "spec.restartPolicy=Always,status.phase!=Bogus", "-o", "name")
+                      "spec.restartPolicy=Always,status.phase!=Bogus,metadata.name!=nope,"
+                      "metadata.namespace=default", "-o", "name")
+        out = "\n".join(n for n in out.split() if not n.startswith("pod/d1-"))
         eq(out.strip(), "pod/p1", "field selector")
         _, out, _ = k("get", "pods", "--field-selector", "status.phase=Bogus", "-o", "name")
         eq(out.strip(), "", "field selector, no match")

@@ -8,7 +8,7 @@
  * serving certificate generated on first start (DIR/pki), writes
  * DIR/kubeconfig (server, CA, bearer token) and DIR/tern-dev.pid, prints
  * exactly one line "tern-dev ready kubeconfig=DIR/kubeconfig" once serving,
- * with TERN_DEV_KUBELET=1 runs the controllers and the local kubelet
+ * runs the controllers and the local kubelet (TERN_DEV_KUBELET=0: not)
  * in-process (docs/tern-dev-kubelet.md), and on SIGTERM/SIGINT stops the pods
  * gracefully, stops serving, then stops the etcd it started.
  */
@@ -23,6 +23,7 @@
 #include "etcd/etcd.h"
 #include "etcdproc.h"
 #include "kubelet/devwire.h"
+#include "kubelet/kubelet.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -115,6 +116,19 @@ static uint16_t previous_port(const char *kc_path)
     }
     fclose(f);
     return port;
+}
+
+static int pod_log_path(void *ctx, const cJSON *pod, const char *container, bool previous,
+                        char **ret, struct tern_err *err)
+{
+    return kubelet_log_path(ctx, pod, container, previous, ret, err);
+}
+
+static bool pod_log_running(void *ctx, const cJSON *pod, const char *container,
+                            int64_t restart_count)
+{
+    (void)ctx;
+    return kubelet_log_running(pod, container, restart_count);
 }
 
 int main(int argc, char **argv)
@@ -256,12 +270,19 @@ int main(int argc, char **argv)
     int64_t bov;
     if (bo && num_parse_range(bo, 0, 600, &bov) == 0)
         dw.job_backoff_s = bov == 0 ? -1 : (int)bov;
-    /* TERN_DEV_KUBELET=1 runs them; off by default until the API suites
-     * stop assuming that no pod ever runs (see docs/tern-dev-kubelet.md) */
+    /* they run unless TERN_DEV_KUBELET=0 (an API server alone, for tests
+     * of the API); with them, deletions follow the lifecycle rules that need
+     * a garbage collector and namespace controller, and pods/log is served */
     const char *kon = getenv("TERN_DEV_KUBELET");
-    if (kon && strcmp(kon, "1") == 0 && devwire_start(&dw, &cluster, &err)) {
-        tlog_error("cannot start the controllers and kubelet", "error", err.msg);
-        goto out;
+    if (!(kon && strcmp(kon, "0") == 0)) {
+        rest.lifecycle_controllers = true;
+        rest.log_path = pod_log_path;
+        rest.log_running = pod_log_running;
+        rest.log_ctx = abs_dir;
+        if (devwire_start(&dw, &cluster, &err)) {
+            tlog_error("cannot start the controllers and kubelet", "error", err.msg);
+            goto out;
+        }
     }
     printf("tern-dev ready kubeconfig=%s\n", kc_path);
     fflush(stdout);
