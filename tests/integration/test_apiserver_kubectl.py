@@ -341,7 +341,14 @@ spec:
         for name in ("cm.yaml", "secret.yaml", "pod.yaml", "job.yaml", "deploy.yaml"):
             _, out, _ = k("delete", "-f", os.path.join(td.tmp, name))
             contains(out, "deleted")
-        _, out, _ = k("get", "cm,secret,pod,job,deploy", "-o", "name")
+        # dependents (the Deployment's and Job's pods) go by the garbage
+        # collector, after their owners, as on a real cluster
+        deadline = time.time() + 60
+        while True:
+            _, out, _ = k("get", "cm,secret,pod,job,deploy", "-o", "name")
+            if not out.strip() or time.time() > deadline:
+                break
+            time.sleep(0.2)  # polling a condition with a deadline
         eq(out.strip(), "", "all deleted")
 
     def t_generator_commands():
