@@ -1202,14 +1202,11 @@ static cJSON *check_namespace(struct rq *q)
     return st;
 }
 
-/* Create-time preparation. Takes nothing; modifies obj. Returns a Status on
- * failure. */
-static cJSON *prepare_create(struct rq *q, cJSON *obj, const char *dup)
+/* The object's metadata.namespace: the request's for namespaced resources
+ * (a different one in the body is refused, as kube-apiserver does), none for
+ * cluster-scoped ones. Returns a Status on failure, else NULL. */
+static cJSON *place_namespace(struct rq *q, cJSON *md)
 {
-    cJSON *st = check_gvk(q, obj);
-    if (st)
-        return st;
-    cJSON *md = ensure_obj(obj, "metadata");
     const char *bns = jstr(md, "namespace");
     if (q->res->namespaced) {
         if (bns && *bns && strcmp(bns, q->ns) != 0)
@@ -1219,6 +1216,20 @@ static cJSON *prepare_create(struct rq *q, cJSON *obj, const char *dup)
     } else {
         cJSON_DeleteItemFromObjectCaseSensitive(md, "namespace");
     }
+    return NULL;
+}
+
+/* Create-time preparation. Takes nothing; modifies obj. Returns a Status on
+ * failure. */
+static cJSON *prepare_create(struct rq *q, cJSON *obj, const char *dup)
+{
+    cJSON *st = check_gvk(q, obj);
+    if (st)
+        return st;
+    cJSON *md = ensure_obj(obj, "metadata");
+    cJSON *nst = place_namespace(q, md);
+    if (nst)
+        return nst;
     struct apischema_paths unknown = {0};
     drop_unknown_common(q->res, obj, &unknown);
     struct apistatus_fields f = {0};
@@ -1290,15 +1301,9 @@ static cJSON *prepare_update(struct rq *q, const cJSON *cur, cJSON **objp, const
         free(m);
         return st;
     }
-    const char *bns = jstr(md, "namespace");
-    if (q->res->namespaced) {
-        if (bns && *bns && strcmp(bns, q->ns) != 0)
-            return apistatus_bad_request("the namespace of the provided object does not match "
-                                         "the namespace sent on the request");
-        set_str(md, "namespace", q->ns);
-    } else {
-        cJSON_DeleteItemFromObjectCaseSensitive(md, "namespace");
-    }
+    cJSON *nst = place_namespace(q, md);
+    if (nst)
+        return nst;
     struct apischema_paths unknown = {0};
     drop_unknown_common(q->res, obj, &unknown);
     static const char *immutable[] = {"uid", "creationTimestamp", "deletionTimestamp",
