@@ -236,8 +236,20 @@ def scenario_fork(t):
     # the child diverges with a message of its own
     t.kubectl("patch", "agentsession", "child", "--type=merge", "-p",
               '{"spec":{"messages":["try the other approach"]}}')
-    s = completed(t, "child", timeout=240)
+    s = t.wait_session("child", "its own turn done", lambda s: (s["status"].get("turn") or {})
+                       .get("number", 0) > child["status"]["turn"]["number"] and
+                       condition(s, "Completed") == "True", 240)
     eq(phase(s), "Succeeded", "child phase")
+    # they diverged: the child's journal has its own message and its own
+    # write, the parent's has neither
+    cev, pev = events(t, "child"), events(t, "parent")
+    alt = [e for e in cev if e["type"] == "tool_call" and "output/alt.md" in
+           e["data"].get("arguments", "")]
+    eq(len(alt), 1, "the child wrote output/alt.md once")
+    eq([e for e in pev if e["type"] == "tool_call" and "output/alt.md" in
+        e["data"].get("arguments", "")], [], "the parent did not")
+    eq(any(e["type"] == "user_message" and "other approach" in e["data"].get("text", "")
+           for e in pev), False, "the child's message stayed in the child")
     eq("forks" in t.session("parent")["status"], True, "parent lists its fork")
     eq(phase(t.session("parent")), "Succeeded", "parent unaffected")
 
