@@ -105,6 +105,30 @@ def scenario_sandbox_deleted_mid_session(t):
     eq(sandbox_get(t, "sbx", "working/count.txt").strip(), "ran", "nothing re-ran")
 
 
+def scenario_sandbox_switch_recreates_the_pod(t):
+    t.kubectl("apply", "-f", "-", input=SESSION % {"name": "switch", "base": t.fast_base})
+    completed(t, "switch")
+    old = t.get_json("pod", "switch-sandbox")
+    old_hash = old["metadata"]["annotations"]["tern.dev/sandbox-hash"]
+    t.kubectl("patch", "agentsession", "switch", "--type=merge", "-p",
+              '{"spec":{"sandbox":{"image":"tern-sandbox:other"}}}')
+    wait_for("the switch journaled", lambda: any(
+        e["type"] == "sandbox_switched" for e in events(t, "switch")), 60)
+    # the next turn brings the new sandbox on the same workspace
+    t.kubectl("patch", "agentsession", "switch", "--type=merge", "-p",
+              '{"spec":{"messages":["again"]}}')
+    t.wait_session("switch", "the sandbox back", lambda s: (s["status"].get("sandbox") or {})
+                   .get("ready"), 120)
+    new = t.get_json("pod", "switch-sandbox")
+    eq(new["metadata"]["annotations"]["tern.dev/sandbox-hash"] != old_hash, True, "new sandbox")
+    eq(new["spec"]["containers"][0]["image"], "tern-sandbox:other", "new image")
+    t.wait_session("switch", "turn 2 done", lambda s: (s["status"].get("turn") or {}).get(
+        "number") == 2 and condition(s, "Completed") == "True", 120)
+    sw = [e for e in events(t, "switch") if e["type"] == "sandbox_switched"]
+    eq(len(sw), 1, "one switch journaled")
+    eq(sw[0]["data"]["from"], old_hash, "from the old sandbox")
+
+
 def lease_holder(t):
     lease = t.get_json("lease", "tern-operator", "-n", "default")
     return lease["spec"].get("holderIdentity")
@@ -155,6 +179,8 @@ def main():
         t.start_operator()
         for name, fn in [("runner_killed_mid_turn", scenario_runner_killed_mid_turn),
                          ("sandbox_deleted_mid_session", scenario_sandbox_deleted_mid_session),
+                         ("sandbox_switch_recreates_the_pod",
+                          scenario_sandbox_switch_recreates_the_pod),
                          ("two_replicas_one_leads", scenario_two_replicas_one_leads)]:
             if only and not any(o in name for o in only):
                 continue
