@@ -209,6 +209,8 @@ static void *summary_watch(void *arg)
             int r = etcd_watch(c->cfg.etcd, &req, on_summary_batch, c, &c->stop, NULL, NULL);
             if (r == -ECANCELED)
                 break;
+            if (c->cfg.metrics)
+                metrics_add(c->cfg.metrics, "tern_summary_watch_restarts_total", "", 1);
             /* compacted or failed: everything may have changed meanwhile */
             for (int w = W_SESSIONS; w <= W_SESSIONS; w++)
                 informer_resync(c->inf[w]);
@@ -804,6 +806,9 @@ int controller_new(const struct controller_config *cfg, struct controller **ret,
                         "Status updates written (none when nothing changed).", NULL, 0);
         metrics_declare(m, "tern_api_writes_total", METRICS_COUNTER,
                         "Kubernetes API writes (creates, deletes, patches, status updates).",
+                        NULL, 0);
+        metrics_declare(m, "tern_summary_watch_restarts_total", METRICS_COUNTER,
+                        "Times the journal summary watch ended and everything was resynced.",
                         NULL, 0);
         metrics_declare(m, "tern_sessions", METRICS_GAUGE, "Sessions by phase.", NULL, 0);
         metrics_declare(m, "tern_approvals_waiting", METRICS_GAUGE,
