@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include "../support/etcd_fixture.h"
+#include "apiserver/apiauth.h"
 #include "apiserver/apipki.h"
 #include "apiserver/apirest.h"
 #include "apiserver/apiserver.h"
@@ -11,6 +12,7 @@
 #include "apiserver/apiwatch.h"
 #include "base/mem.h"
 #include "base/num.h"
+#include "devctl/satoken.h"
 #include "etcd/etcd.h"
 #include "json/json.h"
 
@@ -430,21 +432,21 @@ TEST_T(pod_logs_through_the_kubelet_hook, 60)
     etcd_fixture_stop(&fx);
 }
 
-static bool accept_extra(void *ctx, const char *token)
-{
-    return strcmp(token, (const char *)ctx) == 0;
-}
-
-static long https_get(const struct apipki *pki, uint16_t port, const char *token, const char *path)
+static long https_req(const struct apipki *pki, uint16_t port, const char *token,
+                      const char *method, const char *path, const char *body, char **ret_body)
 {
     struct httpc *h = httpc_new();
     char *url = xasprintf("https://127.0.0.1:%u%s", (unsigned)port, path);
     char *auth = xasprintf("Authorization: bearer %s", token);
-    const char *hdrs[] = {auth, NULL};
+    const char *hdrs[] = {auth, "Content-Type: application/json", NULL};
     struct httpc_tls tls = {.ca_pem = pki->ca_pem, .ca_pem_len = strlen(pki->ca_pem)};
-    struct httpc_request rq = {.url = url, .headers = hdrs, .timeout_ms = 10000, .tls = &tls};
+    struct httpc_request rq = {.method = method, .url = url, .headers = hdrs,
+                               .body = body, .body_len = body ? strlen(body) : 0,
+                               .timeout_ms = 10000, .tls = &tls};
     struct httpc_response rs = {0};
     long st = httpc_do(h, &rq, &rs, NULL) == 0 ? rs.status : -1;
+    if (ret_body)
+        *ret_body = xasprintf("%.*s", (int)rs.body.len, rs.body.data ? rs.body.data : "");
     httpc_response_done(&rs);
     free(auth);
     free(url);
@@ -452,33 +454,150 @@ static long https_get(const struct apipki *pki, uint16_t port, const char *token
     return st;
 }
 
-TEST_T(https_front_tokens, 60)
+static void create(struct apirest *rest, const char *path, const char *body)
+{
+    cJSON *r = NULL;
+    int st = apirest_do(rest, "POST", path, NULL, body, &r);
+    if (st != 201)
+        th_fail(__FILE__, __LINE__, "create %s: %d", path, st);
+    cJSON_Delete(r);
+}
+
+/* The HTTPS front with apiauth: the admin token, minted service-account
+ * tokens (valid only while their account exists with the same uid), RBAC
+ * through bindings written a moment before, the ownerReference check, and
+ * the decision log. */
+TEST_T(https_front_tokens_and_rbac, 60)
 {
     struct etcd *c = start();
     struct apirest rest;
     struct tern_err e = {0};
     ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
+    ASSERT_OK(apirest_bootstrap(&rest, &e));
     struct apipki pki = {0};
     ASSERT_OK(apipki_ensure(th_tmpdir(), &pki, &e));
+    unsigned char key[SATOKEN_KEY_LEN];
+    char *keypath = xasprintf("%s/sa.key", th_tmpdir());
+    char *logpath = xasprintf("%s/authz.log", th_tmpdir());
+    ASSERT_OK(satoken_key_load(keypath, key, &e));
+    struct apiauth_config ac = {.rest = &rest, .admin_token = pki.token, .sa_key = key,
+                                .log_path = logpath};
+    struct apiauth *auth = NULL;
+    ASSERT_OK(apiauth_new(&ac, &auth, &e));
     struct apiserver_config sc = {.rest = &rest, .cert_pem = pki.cert_pem, .key_pem = pki.key_pem,
-                                  .token = pki.token, .authn = accept_extra,
-                                  .authn_ctx = (void *)"ternsa1_extra"};
+                                  .auth = auth};
     struct apiserver *srv = NULL;
     ASSERT_OK(apiserver_start(&sc, &srv, &e));
     uint16_t port = apiserver_port(srv);
     ASSERT_CMP_INT(port, >, 0);
-    ASSERT_EQ_INT(https_get(&pki, port, pki.token, "/version"), 200);
-    ASSERT_EQ_INT(https_get(&pki, port, "ternsa1_extra", "/api"), 200);
-    ASSERT_EQ_INT(https_get(&pki, port, "wrong", "/api"), 401);
-    /* the material is reused on the next start */
-    struct apipki again = {0};
-    ASSERT_OK(apipki_ensure(th_tmpdir(), &again, &e));
-    ASSERT_EQ_STR(again.token, pki.token);
-    ASSERT_EQ_STR(again.ca_pem, pki.ca_pem);
-    apipki_done(&again);
+
+    create(&rest, "/api/v1/namespaces/default/serviceaccounts",
+           "{\"metadata\":{\"name\":\"bot\"}}");
+    cJSON *sa = NULL;
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/serviceaccounts/bot", NULL,
+                             NULL, &sa),
+                  200);
+    char *tok = NULL;
+    ASSERT_OK(satoken_mint(key, "default", "bot",
+                           json_get(json_get(sa, "metadata"), "uid")->valuestring, &tok, &e));
+    cJSON_Delete(sa);
+
+    ASSERT_EQ_INT(https_req(&pki, port, pki.token, "GET", "/version", NULL, NULL), 200);
+    ASSERT_EQ_INT(https_req(&pki, port, pki.token, "GET", "/api/v1/pods", NULL, NULL), 200);
+    ASSERT_EQ_INT(https_req(&pki, port, "wrong", "GET", "/api", NULL, NULL), 401);
+    ASSERT_EQ_INT(https_req(&pki, port, "ternsa1_default_bot_x.00", "GET", "/api", NULL, NULL),
+                  401);
+    /* discovery is open to every authenticated user; objects are not */
+    ASSERT_EQ_INT(https_req(&pki, port, tok, "GET", "/apis", NULL, NULL), 200);
+    char *body = NULL;
+    ASSERT_EQ_INT(https_req(&pki, port, tok, "GET", "/api/v1/namespaces/default/configmaps", NULL,
+                            &body),
+                  403);
+    ASSERT_CONTAINS(body, "\"reason\":\"Forbidden\"");
+    ASSERT_CONTAINS(body, "configmaps is forbidden: User \\\"system:serviceaccount:default:bot\\\" "
+                          "cannot list resource \\\"configmaps\\\" in API group \\\"\\\" in "
+                          "the namespace \\\"default\\\"");
+    free(body);
+
+    /* a Role bound a moment ago counts for the very next request */
+    create(&rest, "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+           "{\"metadata\":{\"name\":\"cm\"},\"rules\":[{\"apiGroups\":[\"\"],"
+           "\"resources\":[\"configmaps\"],\"verbs\":[\"list\",\"create\"]}]}");
+    create(&rest, "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+           "{\"metadata\":{\"name\":\"cm\"},\"roleRef\":{\"apiGroup\":"
+           "\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":\"cm\"},"
+           "\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"bot\"}]}");
+    ASSERT_EQ_INT(https_req(&pki, port, tok, "GET", "/api/v1/namespaces/default/configmaps", NULL,
+                            NULL),
+                  200);
+    /* only in the binding's namespace, only the verbs granted */
+    ASSERT_EQ_INT(https_req(&pki, port, tok, "GET", "/api/v1/namespaces/kube-system/configmaps",
+                            NULL, NULL),
+                  403);
+    ASSERT_EQ_INT(https_req(&pki, port, tok, "DELETE",
+                            "/api/v1/namespaces/default/configmaps/x", NULL, NULL),
+                  403);
+    ASSERT_EQ_INT(https_req(&pki, port, tok, "POST", "/api/v1/namespaces/default/configmaps",
+                            "{\"metadata\":{\"name\":\"a\"}}", NULL),
+                  201);
+    /* an owner with blockOwnerDeletion needs update on its finalizers */
+    const char *owned = "{\"metadata\":{\"name\":\"b\",\"ownerReferences\":[{\"apiVersion\":"
+                        "\"v1\",\"kind\":\"ConfigMap\",\"name\":\"a\",\"uid\":\"u1\","
+                        "\"blockOwnerDeletion\":true}]}}";
+    ASSERT_EQ_INT(https_req(&pki, port, tok, "POST", "/api/v1/namespaces/default/configmaps", owned,
+                            &body),
+                  403);
+    ASSERT_CONTAINS(body, "cannot set blockOwnerDeletion");
+    ASSERT_CONTAINS(body, "configmaps/finalizers");
+    free(body);
+    cJSON *r = NULL;
+    ASSERT_EQ_INT(apirest_do(&rest, "PUT",
+                             "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles/cm", NULL,
+                             "{\"metadata\":{\"name\":\"cm\",\"namespace\":\"default\"},"
+                             "\"rules\":[{\"apiGroups\":[\"\"],\"resources\":[\"configmaps\","
+                             "\"configmaps/finalizers\"],\"verbs\":[\"list\",\"create\","
+                             "\"update\"]}]}",
+                             &r),
+                  200);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(https_req(&pki, port, tok, "POST", "/api/v1/namespaces/default/configmaps", owned,
+                            NULL),
+                  201);
+
+    /* a deleted (or re-created) account invalidates its tokens */
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/api/v1/namespaces/default/serviceaccounts/bot", NULL,
+                             NULL, &r),
+                  200);
+    cJSON_Delete(r);
+    create(&rest, "/api/v1/namespaces/default/serviceaccounts",
+           "{\"metadata\":{\"name\":\"bot\"}}");
+    ASSERT_EQ_INT(https_req(&pki, port, tok, "GET", "/api/v1/namespaces/default/configmaps", NULL,
+                            NULL),
+                  401);
+
+    /* every decision for the account is in the log, the admin's are not */
+    char log[16384] = "";
+    FILE *lf = fopen(logpath, "re");
+    ASSERT_TRUE(lf != NULL);
+    size_t loglen = fread(log, 1, sizeof log - 1, lf);
+    fclose(lf);
+    log[loglen] = 0;
+    ASSERT_CONTAINS(log, "{\"user\":\"system:serviceaccount:default:bot\",\"verb\":\"list\","
+                         "\"apiGroup\":\"\",\"resource\":\"configmaps\",\"subresource\":\"\","
+                         "\"namespace\":\"default\",\"name\":\"\",\"path\":"
+                         "\"/api/v1/namespaces/default/configmaps\",\"reason\":\"RBAC: allowed by "
+                         "RoleBinding \\\"cm/default\\\" of Role \\\"cm\\\" to ServiceAccount "
+                         "\\\"bot/default\\\"\",\"allowed\":true}");
+    ASSERT_CONTAINS(log, "\"resource\":\"configmaps\",\"subresource\":\"finalizers\"");
+    ASSERT_TRUE(strstr(log, APIAUTH_ADMIN_USER) == NULL);
+
+    free(tok);
     apiserver_stop(srv);
+    apiauth_free(auth);
     apipki_done(&pki);
     apirest_done(&rest);
     etcd_free(c);
     etcd_fixture_stop(&fx);
+    free(keypath);
+    free(logpath);
 }

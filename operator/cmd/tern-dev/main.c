@@ -1,6 +1,6 @@
 /* tern-dev - a single-machine Kubernetes API server on etcd.
  *
- *   tern-dev up [--dir DIR] [--port N] [--etcd URL]
+ *   tern-dev up [--dir DIR] [--port N] [--etcd URL] [--authz-log FILE]
  *
  * Runs in the foreground (DESIGN.md §10): starts its own etcd (Debian's
  * /usr/bin/etcd, data in DIR/etcd, free loopback ports) unless --etcd is
@@ -8,10 +8,15 @@
  * serving certificate generated on first start (DIR/pki), writes
  * DIR/kubeconfig (server, CA, bearer token) and DIR/tern-dev.pid, prints
  * exactly one line "tern-dev ready kubeconfig=DIR/kubeconfig" once serving,
- * runs the controllers and the local kubelet (TERN_DEV_KUBELET=0: not)
+ * authenticates the kubeconfig's token as an unrestricted admin and the
+ * service-account tokens its kubelet mounts into pods as their accounts,
+ * which RBAC then authorizes (apiserver/apiauth.h; --authz-log appends each
+ * decision for those accounts to FILE), runs the controllers and the local
+ * kubelet (TERN_DEV_KUBELET=0: not)
  * in-process (docs/tern-dev-kubelet.md), and on SIGTERM/SIGINT stops the pods
  * gracefully, stops serving, then stops the etcd it started.
  */
+#include "apiserver/apiauth.h"
 #include "apiserver/apipki.h"
 #include "apiserver/apirest.h"
 #include "apiserver/apiserver.h"
@@ -20,6 +25,7 @@
 #include "base/mem.h"
 #include "base/num.h"
 #include "base/tlog.h"
+#include "devctl/satoken.h"
 #include "etcd/etcd.h"
 #include "etcdproc.h"
 #include "kubelet/devwire.h"
@@ -37,7 +43,7 @@
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: tern-dev up [--dir DIR] [--port N] [--etcd URL]\n");
+    fprintf(stderr, "usage: tern-dev up [--dir DIR] [--port N] [--etcd URL] [--authz-log FILE]\n");
 }
 
 static int write_text(const char *path, const char *text)
@@ -138,7 +144,7 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
-    const char *dir = ".tern-dev", *etcd_url = NULL;
+    const char *dir = ".tern-dev", *etcd_url = NULL, *authz_log = NULL;
     int64_t port = 0;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
@@ -150,6 +156,8 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(argv[i], "--etcd") == 0 && i + 1 < argc) {
             etcd_url = argv[++i];
+        } else if (strcmp(argv[i], "--authz-log") == 0 && i + 1 < argc) {
+            authz_log = argv[++i];
         } else {
             usage();
             return 2;
@@ -173,6 +181,7 @@ int main(int argc, char **argv)
     bool rest_up = false;
     struct apipki pki = {0};
     struct apiserver *srv = NULL;
+    struct apiauth *auth = NULL;
     struct devwire *cluster = NULL;
     char *abs_dir = NULL, *kc_path = NULL, *pid_path = NULL, *pki_dir = NULL;
 
@@ -219,9 +228,16 @@ int main(int argc, char **argv)
         tlog_error("cannot set up certificates", "error", err.msg);
         goto out;
     }
+    unsigned char sa_key[SATOKEN_KEY_LEN];
+    char *key_path = xasprintf("%s/sa.key", abs_dir);
+    int krc = satoken_key_load(key_path, sa_key, &err);
+    free(key_path);
+    if (krc) {
+        tlog_error("cannot load the service-account key", "error", err.msg);
+        goto out;
+    }
     struct apiserver_config sc = {.rest = &rest, .cert_pem = pki.cert_pem,
-                                  .key_pem = pki.key_pem, .token = pki.token,
-                                  .port = (uint16_t)port};
+                                  .key_pem = pki.key_pem, .port = (uint16_t)port};
     /* the REST layer needs the address for /api; start it first with a
      * placeholder and fix it once the port is known */
     if (apirest_init(&rest, etcd, hub, "127.0.0.1", &err)) {
@@ -233,6 +249,15 @@ int main(int argc, char **argv)
         tlog_error("cannot create the default namespaces", "error", err.msg);
         goto out;
     }
+    struct apiauth_config ac = {.rest = &rest, .admin_token = pki.token, .sa_key = sa_key,
+                                .log_path = authz_log};
+    int arc = apiauth_new(&ac, &auth, &err);
+    explicit_bzero(sa_key, sizeof sa_key);
+    if (arc) {
+        tlog_error("cannot open the authorization log", "error", err.msg);
+        goto out;
+    }
+    sc.auth = auth;
     kc_path = xasprintf("%s/kubeconfig", dir);
     if (port == 0)
         sc.port = previous_port(kc_path);
@@ -264,7 +289,7 @@ int main(int argc, char **argv)
     }
     /* the controllers and the local kubelet (docs/tern-dev-kubelet.md) */
     struct devwire_cfg dw = {.rest = &rest, .dir = abs_dir, .port = apiserver_port(srv),
-                             .ca_pem = pki.ca_pem, .pod_token = pki.token};
+                             .ca_pem = pki.ca_pem};
     /* test knob: TERN_DEV_JOB_BACKOFF_SECONDS (default Kubernetes' 10, 0 = none) */
     const char *bo = getenv("TERN_DEV_JOB_BACKOFF_SECONDS");
     int64_t bov;
@@ -293,6 +318,7 @@ int main(int argc, char **argv)
 out:
     devwire_stop(cluster, 10000); /* pods: SIGTERM, 10 s, SIGKILL */
     apiserver_stop(srv);
+    apiauth_free(auth);
     if (rest_up)
         apirest_done(&rest);
     apiwatch_hub_stop(hub);

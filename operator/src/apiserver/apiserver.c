@@ -19,8 +19,7 @@ struct apiserver {
     struct MHD_Daemon *d;
     struct apirest *rest;
     char *cert, *key, *token;
-    bool (*authn)(void *ctx, const char *token);
-    void *authn_ctx;
+    struct apiauth *auth;
     uint16_t port;
     atomic_bool stopping;
 };
@@ -30,7 +29,8 @@ struct conn_ctx {
     struct MHD_Connection *conn;
     struct buf body;
     bool too_large;
-    bool authorized;
+    bool authenticated;
+    struct apiauth_identity who;
     struct apirest_resp resp;
     struct buf pending; /* watch bytes not yet handed to MHD */
     size_t pending_off;
@@ -131,11 +131,15 @@ static enum MHD_Result send_simple(struct MHD_Connection *conn, struct apirest_r
     return ret;
 }
 
-static bool auth_ok(struct apiserver *s, struct MHD_Connection *conn)
+static bool authenticate(struct apiserver *s, struct MHD_Connection *conn,
+                         struct apiauth_identity *who)
 {
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (s->auth)
+        return apiauth_authenticate(s->auth, h, who) == 0;
+    who->admin = true;
     if (!s->token)
         return true;
-    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7) != 0) /* the scheme is case-insensitive */
         return false;
     const char *t = h + 7;
@@ -143,9 +147,22 @@ static bool auth_ok(struct apiserver *s, struct MHD_Connection *conn)
     unsigned diff = (unsigned)(a ^ b);
     for (size_t i = 0; i < a && i < b; i++)
         diff |= (unsigned)(t[i] ^ s->token[i]);
-    if (diff == 0)
-        return true;
-    return s->authn && s->authn(s->authn_ctx, t);
+    return diff == 0;
+}
+
+static enum MHD_Result send_status(struct MHD_Connection *conn, int code, cJSON *st)
+{
+    struct apirest_resp r = {0};
+    buf_init(&r.body, 1u << 16);
+    char *js = json_print(st);
+    cJSON_Delete(st);
+    buf_puts(&r.body, js);
+    free(js);
+    r.status = code;
+    r.content_type = "application/json";
+    enum MHD_Result ret = send_simple(conn, &r);
+    apirest_resp_done(&r);
+    return ret;
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
@@ -161,7 +178,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         c->conn = conn;
         buf_init(&c->body, TERN_KUBE_MAX_OBJECT + 1);
         buf_init(&c->pending, 64u << 20);
-        c->authorized = auth_ok(s, conn);
+        c->authenticated = authenticate(s, conn, &c->who);
         *con_cls = c;
         return MHD_YES;
     }
@@ -171,20 +188,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         *upload_size = 0;
         return MHD_YES;
     }
-    if (!c->authorized) {
-        struct apirest_resp r = {0};
-        buf_init(&r.body, 1u << 16);
-        cJSON *st = apistatus_unauthorized();
-        char *js = json_print(st);
-        cJSON_Delete(st);
-        buf_puts(&r.body, js);
-        free(js);
-        r.status = 401;
-        r.content_type = "application/json";
-        enum MHD_Result ret = send_simple(conn, &r);
-        apirest_resp_done(&r);
-        return ret;
-    }
+    if (!c->authenticated)
+        return send_status(conn, 401, apistatus_unauthorized());
     struct args a = {0};
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
     struct apirest_req req = {
@@ -198,6 +203,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         .body_len = c->body.len,
         .body_too_large = c->too_large,
     };
+    cJSON *denied = NULL;
+    if (s->auth && apiauth_authorize(s->auth, &c->who, &req, &denied)) {
+        free(a.v);
+        return send_status(conn, 403, denied);
+    }
     apirest_handle(s->rest, &req, &c->resp);
     free(a.v);
     if (!c->resp.watch)
@@ -222,8 +232,7 @@ int apiserver_start(const struct apiserver_config *cfg, struct apiserver **ret,
     s->cert = xstrdup(cfg->cert_pem);
     s->key = xstrdup(cfg->key_pem);
     s->token = cfg->token ? xstrdup(cfg->token) : NULL;
-    s->authn = cfg->authn;
-    s->authn_ctx = cfg->authn_ctx;
+    s->auth = cfg->auth;
     atomic_init(&s->stopping, false);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(cfg->port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

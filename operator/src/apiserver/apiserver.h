@@ -1,7 +1,8 @@
 /* apiserver.h - the HTTPS front of tern-dev (libmicrohttpd, one thread per
  * connection).
  *
- * Authenticates `Authorization: Bearer <token>`, reads bodies up to
+ * Authenticates `Authorization: Bearer <token>` (and, with an apiauth,
+ * authorizes: apiauth.h), reads bodies up to
  * TERN_KUBE_MAX_OBJECT (+1 byte to detect oversize, then 413), decodes the
  * query, hands the request to apirest, and streams watches with chunked
  * encoding: each event line is flushed as it comes; a client that went
@@ -10,6 +11,7 @@
 #ifndef TERN_APISERVER_H
 #define TERN_APISERVER_H
 
+#include "apiauth.h"
 #include "apirest.h"
 #include "base/err.h"
 
@@ -22,13 +24,11 @@ struct apiserver_config {
     struct apirest *rest;     /* borrowed */
     const char *cert_pem;     /* serving certificate and key (copied) */
     const char *key_pem;
-    const char *token;        /* bearer token (copied); NULL = no authentication */
+    const char *token;        /* the one bearer token (copied), when auth is NULL;
+                               * both NULL = no authentication */
+    struct apiauth *auth;     /* borrowed, may be NULL: authentication and
+                               * authorization of every request */
     uint16_t port;            /* 0 = any free port */
-    /* Optional: accepts other bearer tokens (part 2's service-account
-     * tokens); returns true to let the request in. Called from connection
-     * threads, so it must be thread-safe. */
-    bool (*authn)(void *ctx, const char *token);
-    void *authn_ctx;
 };
 
 /* Starts serving on 127.0.0.1. Returns 0 and *ret, or -EADDRINUSE / -EIO. */

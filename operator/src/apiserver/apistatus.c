@@ -262,8 +262,12 @@ cJSON *apistatus_unauthorized(void)
 cJSON *apistatus_forbidden(const char *group, const char *resource, const char *name,
                            const char *why)
 {
-    char *q = qualified(group, resource);
-    char *m = xasprintf("%s \"%s\" is forbidden: %s", q, name ? name : "", why ? why : "");
+    /* errors.NewForbidden: `res "name" is forbidden: why`, `res is
+     * forbidden: why` without a name, `forbidden: why` without a resource */
+    char *q = resource && *resource ? qualified(group, resource) : NULL;
+    char *m = !q                 ? xasprintf("forbidden: %s", why ? why : "")
+              : name && *name    ? xasprintf("%s \"%s\" is forbidden: %s", q, name, why ? why : "")
+                                 : xasprintf("%s is forbidden: %s", q, why ? why : "");
     cJSON *s = apistatus_new(403, "Forbidden", m, group, resource, name);
     free(q);
     free(m);

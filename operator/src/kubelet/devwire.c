@@ -124,7 +124,6 @@ int devwire_start(const struct devwire_cfg *cfg, struct devwire **ret, struct te
                     .api_port = cfg->port,
                     .ca_pem = cfg->ca_pem,
                     .sa_key = key,
-                    .static_token = cfg->pod_token,
                     .bin_dir = bin && *bin ? bin : NULL},
         .period_ms = 1000,
     };

@@ -4,8 +4,8 @@
  * see exactly the semantics kubectl sees.
  *
  * DIR/sa.key (created on first start) keys the service-account tokens
- * (satoken.h). While the API server only accepts its own bearer token,
- * pods get that token (cfg.pod_token) instead of a minted one.
+ * (satoken.h) the kubelet mounts into pods and the API server verifies
+ * (apiserver/apiauth.h).
  */
 #ifndef TERN_DEVWIRE_H
 #define TERN_DEVWIRE_H
@@ -20,7 +20,6 @@ struct devwire_cfg {
     const char *dir;        /* tern-dev's DIR (absolute) */
     uint16_t port;          /* the API server's port (KUBERNETES_SERVICE_PORT) */
     const char *ca_pem;     /* the CA pods get as ca.crt */
-    const char *pod_token;  /* NULL: mint service-account tokens */
     const char *bin_dir;    /* NULL: the directory of /proc/self/exe */
     int job_backoff_s;      /* Job pod-failure backoff base; 0 = Kubernetes' 10 s,
                              * negative = none (tests) */

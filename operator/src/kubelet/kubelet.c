@@ -58,7 +58,7 @@ struct kpod {
 
 struct kubelet {
     const struct objstore *s;
-    char *dir, *node, *api_host, *ca_pem, *bin_dir, *bwrap, *podsdir, *voldir, *static_token;
+    char *dir, *node, *api_host, *ca_pem, *bin_dir, *bwrap, *podsdir, *voldir;
     int api_port;
     unsigned char sa_key[SATOKEN_KEY_LEN];
     bool have_key, cgroups;
@@ -355,7 +355,6 @@ int kubelet_new(const struct objstore *store, const struct kubelet_cfg *cfg, str
     k->ca_pem = cfg->ca_pem ? xstrdup(cfg->ca_pem) : NULL;
     k->bin_dir = cfg->bin_dir ? xstrdup(cfg->bin_dir) : NULL;
     k->bwrap = xstrdup(cfg->bwrap ? cfg->bwrap : "/usr/bin/bwrap");
-    k->static_token = cfg->static_token ? xstrdup(cfg->static_token) : NULL;
     k->backoff = cfg->restart_backoff_ms > 0 ? cfg->restart_backoff_ms : 10000;
     k->backoff_max = cfg->restart_backoff_max_ms > 0 ? cfg->restart_backoff_max_ms : 300000;
     if (cfg->sa_key) {
@@ -440,7 +439,6 @@ void kubelet_free(struct kubelet *k)
     free(k->ca_pem);
     free(k->bin_dir);
     free(k->bwrap);
-    free(k->static_token);
     free(k->podsdir);
     free(k->voldir);
     free(k);
@@ -781,9 +779,7 @@ static int prepare(struct kubelet *k, struct kpod *p, const cJSON *pod, struct t
         return 0;
     const char *sa_name = kobj_str(pod, "spec.serviceAccountName");
     sa_name = sa_name ? sa_name : "default";
-    if (k->static_token && !p->sa_token && automount(k, pod, sa_name)) {
-        p->sa_token = xstrdup(k->static_token);
-    } else if (k->have_key && !p->sa_token && automount(k, pod, sa_name)) {
+    if (k->have_key && !p->sa_token && automount(k, pod, sa_name)) {
         cJSON *sa = NULL;
         int r = objstore_get(k->s, "v1/serviceaccounts", p->ns, sa_name, &sa, err);
         if (r == 0)

@@ -69,7 +69,6 @@ struct kubelet_cfg {
     int api_port;
     const char *ca_pem;     /* ca.crt contents, may be NULL */
     const unsigned char *sa_key; /* SATOKEN_KEY_LEN bytes; NULL: no tokens */
-    const char *static_token; /* given to every pod instead of a minted token */
     const char *bin_dir;    /* bound at /opt/tern/bin; NULL: none */
     const char *bwrap;      /* "/usr/bin/bwrap" when NULL */
     int64_t restart_backoff_ms;     /* 10000 when 0 */
