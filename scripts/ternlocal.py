@@ -156,12 +156,19 @@ class Local:
             return url
         raise Failed("etcd did not start (ports taken?)")
 
-    def start_terndev(self):
+    def start_terndev(self, extra=()):
+        """tern-dev up on the started etcd; extra: more flags for `up`.
+        Raises Failed (and leaves no process) when it does not get ready."""
         d = os.path.join(self.dir, "tern-dev")
         env = dict(os.environ, PATH=BIN + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
         p = Proc("tern-dev", [os.path.join(BIN, "tern-dev"), "up", "--dir", d, "--port", "0",
-                              "--etcd", self.etcd_url], self.logs, env=env, stdout_pipe=True)
-        line = p.read_line(60)
+                              "--etcd", self.etcd_url, *extra], self.logs, env=env,
+                 stdout_pipe=True)
+        try:
+            line = p.read_line(60)
+        except Failed:
+            p.stop()
+            raise
         want = "tern-dev ready kubeconfig=%s/kubeconfig" % d
         if line != want:
             p.stop()

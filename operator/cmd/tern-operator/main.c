@@ -256,6 +256,18 @@ int main(int argc, char **argv)
         tlog_error("no Kubernetes configuration", "error", err.msg);
         goto out;
     }
+    {
+        /* which configuration kubeconfig_load_auto took (its order), so an
+         * install can be checked from the log; the token itself is never
+         * logged */
+        const char *kenv = getenv("KUBECONFIG"), *khost = getenv("KUBERNETES_SERVICE_HOST");
+        const char *src = o.kubeconfig && *o.kubeconfig ? "--kubeconfig"
+                          : kenv && *kenv               ? "KUBECONFIG"
+                          : khost && *khost             ? "in-cluster"
+                                                        : "~/.kube/config";
+        tlog_info("kubernetes config", "source", src, "server", kube->server ? kube->server : "",
+                  "tokenFile", kube->token_file ? kube->token_file : "");
+    }
     if (etcd_endpoints_parse(o.etcd_endpoints, &eps, &neps, &err)) {
         tlog_error("bad --etcd-endpoints", "error", err.msg);
         goto out;

@@ -1,0 +1,413 @@
+"""In-cluster install on tern-dev (issue 10): `kubectl apply -k
+deploy/overlays/tern-dev` installs the base's CRD, ServiceAccount, RBAC and
+Deployment; tern-dev's kubelet runs tern-operator as a pod with the in-cluster
+configuration and its service-account token; the demo session runs to
+completion (approved with `kubectl tern approve`), is forked, gets a rejected
+approval twice (an aggregated Event), is suspended and deleted.
+
+Then the base's RBAC is checked against tern-dev's authorization log
+(`tern-dev up --authz-log`, one JSON line per decision for a non-admin user):
+  - no denial for the operator's or the runner's service account;
+  - EXCESS: every (apiGroup, resource[/subresource], verb) that
+    deploy/base/rbac.yaml (deploy/runner-rbac.yaml) grants was used;
+  - MISSING: with `create` on batch jobs removed from the ClusterRole, a new
+    session is denied its turn Job (logged), does not progress, and the
+    operator reports the Forbidden error; it recovers once the rule is back.
+A tern-dev that does not know --authz-log (no RBAC enforcement) runs the
+install and the sessions, and the RBAC checks are reported as skipped.
+
+Run: /usr/bin/python3 tests/integration/test_incluster_install.py
+"""
+import copy
+import json
+import os
+import sys
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+sys.path.insert(0, HERE)
+import ternlocal  # noqa: E402
+from ternlocal import phase, condition, wait_for  # noqa: E402
+from terndev import Suite, eq, contains  # noqa: E402
+
+ROOT = ternlocal.ROOT
+OVERLAY = os.path.join(ROOT, "deploy", "overlays", "tern-dev")
+SYS_NS = "tern-system"
+NS = "sessions"
+OPERATOR_USER = "system:serviceaccount:tern-system:tern-operator"
+RUNNER_USER = "system:serviceaccount:%s:tern-runner" % NS
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+# ---- RBAC rules as triples ------------------------------------------------
+def rule_triples(path, kinds=("ClusterRole", "Role")):
+    """{(apiGroup, resource[/subresource], verb): "Kind/name"} of every rule
+    of the Roles/ClusterRoles in a manifest file."""
+    out = {}
+    with open(path) as f:
+        for doc in yaml.safe_load_all(f):
+            if not doc or doc.get("kind") not in kinds:
+                continue
+            for rule in doc.get("rules", []):
+                for g in rule.get("apiGroups", []):
+                    for r in rule.get("resources", []):
+                        for v in rule.get("verbs", []):
+                            out[(g, r, v)] = "%s/%s" % (doc["kind"], doc["metadata"]["name"])
+    return out
+
+
+def decision_triple(d):
+    r = d["resource"] + ("/" + d["subresource"] if d.get("subresource") else "")
+    return (d["apiGroup"], r, d["verb"])
+
+
+def fmt(triples):
+    return "\n".join("  %-20s %-28s %s" % ("%r" % g, r, v) for g, r, v in sorted(triples))
+
+
+# ---- the operator pod -----------------------------------------------------
+def operator_pod(t):
+    pods = t.get_json("pods", "-n", SYS_NS, "-l", "app.kubernetes.io/component=operator")["items"]
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    return live[0] if len(live) == 1 else None
+
+
+def pod_ready(p):
+    return p and any(c["type"] == "Ready" and c["status"] == "True"
+                     for c in p.get("status", {}).get("conditions", []))
+
+
+def descendants(pid):
+    """pid and every process below it (the container's process tree)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir("/proc/%d/task" % p):
+                with open("/proc/%d/task/%s/children" % (p, task)) as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def operator_process(pod):
+    """The host pid of the tern-operator process of the pod (the kubelet's
+    containerID is bwrap://<pid>)."""
+    cid = pod["status"]["containerStatuses"][0]["containerID"]
+    eq(cid.startswith("bwrap://"), True, "containerID %s" % cid)
+    for p in descendants(int(cid[len("bwrap://"):])):
+        try:
+            with open("/proc/%d/comm" % p) as f:
+                if f.read().strip() == "tern-operator":
+                    return p
+        except OSError:
+            pass
+    raise AssertionError("no tern-operator process under %s" % cid)
+
+
+# ---- sessions ---------------------------------------------------------------
+def demo_manifest(t, name):
+    with open(os.path.join(ROOT, "examples", "demo.yaml")) as f:
+        m = f.read()
+    m = m.replace("http://127.0.0.1:0/v1", t.base).replace("name: demo\n", "name: %s\n" % name)
+    return m
+
+
+def waiting(t, name, timeout=60):
+    return t.wait_session(name, "WaitingForApproval",
+                          lambda s: phase(s) in ("WaitingForApproval", "Failed"), timeout, ns=NS)
+
+
+def completed(t, name, timeout=60):
+    return t.wait_session(name, "Completed",
+                          lambda s: condition(s, "Completed") == "True" or phase(s) == "Failed",
+                          timeout, ns=NS)
+
+
+def annotation_gone(t, name, key, timeout=30):
+    wait_for("%s removed from %s" % (key, name), lambda: key not in
+             t.session(name, NS)["metadata"].get("annotations", {}), timeout, interval=0.1)
+
+
+class Run:
+    """State shared by the steps (they run in order; a failed step makes the
+    later ones that need it fail with its name)."""
+
+    def __init__(self, t, authz_log):
+        self.t = t
+        self.authz_log = authz_log  # None: tern-dev enforces no RBAC
+        self.good_run_lines = None  # authz log lines of the good run
+
+    def decisions(self, upto=None):
+        with open(self.authz_log) as f:
+            lines = f.read().splitlines()
+        return [json.loads(x) for x in (lines[:upto] if upto is not None else lines)]
+
+
+def step_install(r):
+    t = r.t
+    t.kubectl("create", "namespace", SYS_NS)
+    t.kubectl("create", "configmap", "tern-journal", "-n", SYS_NS,
+              "--from-literal=endpoints=" + t.etcd_url)
+    out = t.kubectl("apply", "-k", OVERLAY)
+    for obj in ["customresourcedefinition.apiextensions.k8s.io/agentsessions.tern.dev",
+                "serviceaccount/tern-operator", "clusterrole.rbac.authorization.k8s.io/tern-operator",
+                "deployment.apps/tern-operator"]:
+        contains(out, obj + " created", "apply -k output")
+    eq("etcd" in out or "ValidatingAdmissionPolicy" in out, False, "dropped by the overlay: " + out)
+    t.kubectl("wait", "--for=condition=established", "--timeout=30s", "crd/agentsessions.tern.dev")
+    pod = wait_for("the operator pod Ready", lambda: (lambda p: p if pod_ready(p) else None)(
+        operator_pod(t)), 60, interval=0.2)
+    r.pod = pod
+    t.kubectl("rollout", "status", "-n", SYS_NS, "deployment/tern-operator", "--timeout=30s")
+
+
+def step_in_cluster_config(r):
+    t, pod = r.t, r.pod
+    c = pod["spec"]["containers"][0]
+    argv = c.get("command", []) + c.get("args", [])
+    eq([a for a in argv if "kubeconfig" in a], [], "no --kubeconfig in the pod")
+    eq([a for a in argv if a.startswith("--etcd-endpoints")], [], "etcd from the ConfigMap")
+    eq(pod["spec"]["serviceAccountName"], "tern-operator", "serviceAccountName")
+    pid = operator_process(pod)
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        env = dict(kv.split("=", 1) for kv in f.read().decode().split("\0") if "=" in kv)
+    eq("KUBECONFIG" in env, False, "no KUBECONFIG in the operator's environment")
+    eq(bool(env.get("KUBERNETES_SERVICE_HOST")), True, "KUBERNETES_SERVICE_HOST set")
+    eq(env.get("TERN_ETCD_ENDPOINTS"), t.etcd_url, "TERN_ETCD_ENDPOINTS from the ConfigMap")
+    ip = pod["status"]["podIP"]
+    eq(env.get("POD_IP"), ip, "POD_IP")
+    # the token as the operator sees it (its own mount namespace)
+    root = "/proc/%d/root%s" % (pid, SA_DIR)
+    with open(root + "/namespace") as f:
+        eq(f.read().strip(), SYS_NS, "mounted namespace file")
+    with open(root + "/token") as f:
+        eq(len(f.read().strip()) > 0, True, "mounted token")
+    eq(os.path.exists(root + "/ca.crt"), True, "mounted ca.crt")
+    logs = t.kubectl("logs", "-n", SYS_NS, pod["metadata"]["name"])
+    cfg = [json.loads(x) for x in logs.splitlines() if '"kubernetes config"' in x]
+    eq(len(cfg), 1, "one 'kubernetes config' log line in:\n" + logs[:2000])
+    eq(cfg[0].get("source"), "in-cluster", "config source")
+    eq(cfg[0].get("tokenFile"), SA_DIR + "/token", "token file")
+    eq(cfg[0].get("server"), "https://%s:%s" % (env["KUBERNETES_SERVICE_HOST"],
+                                                env["KUBERNETES_SERVICE_PORT"]), "server")
+    # metrics and health listen on the pod's own address
+    import urllib.request
+    body = urllib.request.urlopen("http://%s:8080/metrics" % ip, timeout=5).read().decode()
+    contains(body, "tern_reconciles_total", "metrics on the pod IP")
+    if r.authz_log is not None:
+        users = {d["user"] for d in r.decisions()}
+        contains(users, OPERATOR_USER, "the operator's requests are made as its service account")
+
+
+def step_demo_session(r):
+    t = r.t
+    t.kubectl("create", "namespace", NS)
+    t.apply_runner_rbac(NS)
+    t.create_secret("demo-model", "api-key", "not-a-real-key", ns=NS)
+    t.kubectl("apply", "-n", NS, "-f", "-", input=demo_manifest(t, "demo"))
+    s = waiting(t, "demo")
+    eq(phase(s), "WaitingForApproval", "phase (%s)" % json.dumps(s.get("status"))[:800])
+    out = t.tern("approve", "demo", "-n", NS)
+    contains(out, "approved " + s["status"]["pendingApproval"]["id"], "kubectl tern approve")
+    s = completed(t, "demo")
+    eq(phase(s), "Succeeded", "phase (%s)" % json.dumps(s.get("status"))[:800])
+    contains(s["status"]["result"]["summary"], "pushed", "result")
+
+
+def step_fork_and_events(r):
+    t = r.t
+    # a rejected approval, twice with the same note: one Event, then its
+    # series is patched (the recorder flushes at the latest at shutdown)
+    for _ in range(2):
+        t.tern("approve", "demo", "ap-stale", "-n", NS)
+        annotation_gone(t, "demo", "tern.dev/approve")
+    out = t.tern("fork", "demo", "demo-alt", "-n", NS)
+    contains(out, "demo-alt", "kubectl tern fork")
+    child = t.wait_session("demo-alt", "forked", lambda s: any(
+        e["type"] == "forked_from" for e in ternlocal.journal_events(
+            t.etcd_url, s["metadata"]["uid"])), 60, ns=NS)
+    eq(child["spec"]["forkFrom"]["session"], "demo", "forkFrom")
+
+
+def step_suspend_and_delete(r):
+    t = r.t
+    # suspend deletes the sandbox pod (the operator's own pod delete)
+    eq(t.kubectl("get", "pod", "demo-sandbox", "-n", NS, "-o", "name").strip(),
+       "pod/demo-sandbox", "sandbox pod before suspend")
+    t.tern("suspend", "demo", "-n", NS)
+    wait_for("demo's sandbox removed", lambda: t.kubectl(
+        "get", "pod", "demo-sandbox", "-n", NS, "--ignore-not-found", "-o", "name")
+        .strip() == "", 60, interval=0.2)
+    uids = {n: t.session(n, NS)["metadata"]["uid"] for n in ("demo", "demo-alt")}
+    t.kubectl("delete", "agentsession", "demo", "demo-alt", "-n", NS, "--timeout=60s")
+    for n, uid in uids.items():
+        wait_for("journal of %s deleted" % n,
+                 lambda: ternlocal.journal_keys(t.etcd_url, uid) == [], 30)
+        wait_for("children of %s deleted" % n, lambda: t.kubectl(
+            "get", "pods,jobs,pvc,secrets,configmaps,networkpolicies", "-n", NS,
+            "-l", "tern.dev/session-uid=" + uid, "-o", "name").strip() == "", 60, interval=0.2)
+
+
+def step_shutdown_flush(r):
+    """Ends the good run: the operator pod is deleted (SIGTERM: the recorder
+    flushes its Event series, the leader releases its Lease) and the
+    Deployment's next pod takes over. The log up to here is the good run."""
+    t = r.t
+    old = r.pod["metadata"]["name"]
+    t.kubectl("delete", "pod", "-n", SYS_NS, old, "--timeout=60s")
+    pod = wait_for("a new operator pod Ready", lambda: (lambda p: p if pod_ready(p) and
+                   p["metadata"]["name"] != old else None)(operator_pod(t)), 60, interval=0.2)
+    r.pod = pod
+    if r.authz_log is not None:
+        with open(r.authz_log) as f:
+            r.good_run_lines = len(f.read().splitlines())
+
+
+def step_no_denials(r):
+    ds = r.decisions(r.good_run_lines)
+    ours = [d for d in ds if d["user"] in (OPERATOR_USER, RUNNER_USER)]
+    eq(bool([d for d in ours if d["user"] == OPERATOR_USER]), True, "operator decisions logged")
+    eq(bool([d for d in ours if d["user"] == RUNNER_USER]), True, "runner decisions logged")
+    denied = [d for d in ours if not d["allowed"]]
+    eq(denied, [], "denied requests in the good run")
+    other = sorted({d["user"] for d in ds} - {OPERATOR_USER, RUNNER_USER})
+    # sandbox pods mount no token; nobody else should talk to the API
+    eq(other, [], "other non-admin users")
+
+
+def excess(r, user, manifest):
+    granted = rule_triples(manifest)
+    used = {decision_triple(d) for d in r.decisions(r.good_run_lines)
+            if d["user"] == user and d["allowed"] and d["resource"]}
+    unused = set(granted) - used
+    print("    %s used:\n%s" % (user, fmt(used)), flush=True)
+    if unused:
+        raise AssertionError("%s never used these grants of %s (excess permission?):\n%s" %
+                             (user, os.path.relpath(manifest, ROOT), fmt(unused)))
+    outside = used - set(granted)
+    eq(sorted(outside), [], "used but not granted")
+
+
+def step_excess_operator(r):
+    excess(r, OPERATOR_USER, os.path.join(ROOT, "deploy", "base", "rbac.yaml"))
+
+
+def step_excess_runner(r):
+    excess(r, RUNNER_USER, os.path.join(ROOT, "deploy", "runner-rbac.yaml"))
+
+
+def step_missing_rule(r):
+    t = r.t
+    role = t.get_json("clusterrole", "tern-operator")
+    original = copy.deepcopy(role)
+    for m in (role, original):
+        for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+            m["metadata"].pop(k, None)
+    n = 0
+    for rule in role["rules"]:
+        if rule["apiGroups"] == ["batch"] and "jobs" in rule["resources"]:
+            rule["verbs"] = [v for v in rule["verbs"] if v != "create"]
+            n += 1
+    eq(n, 1, "one batch/jobs rule")
+    t.kubectl("apply", "-f", "-", input=json.dumps(role))
+    with open(r.authz_log) as f:
+        start = len(f.read().splitlines())
+    t.kubectl("apply", "-n", NS, "-f", "-", input=demo_manifest(t, "blocked"))
+
+    def denial():
+        return [d for d in r.decisions()[start:] if d["user"] == OPERATOR_USER and
+                not d["allowed"] and d["verb"] == "create" and d["resource"] == "jobs"]
+    d = wait_for("the denied Job create in the authz log", denial, 60, interval=0.2)[0]
+    eq((d["apiGroup"], d["namespace"], d["path"]),
+       ("batch", NS, "/apis/batch/v1/namespaces/%s/jobs" % NS), "denied request")
+    # the operator reports it and retries; the session does not progress
+    msg = ('jobs.batch is forbidden: User "%s" cannot create resource "jobs" in API group '
+           '"batch" in the namespace "%s"' % (OPERATOR_USER, NS))
+    name = r.pod["metadata"]["name"]
+
+    def logged():
+        for line in t.kubectl("logs", "-n", SYS_NS, name).splitlines():
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("msg") == "reconcile failed" and msg in e.get("error", ""):
+                return e
+        return None
+    e = wait_for("the Forbidden error in the operator log", logged, 30, interval=0.2)
+    eq(e.get("session"), NS + "/blocked", "session of the logged error")
+    wait_for("a second denied attempt (the operator retries)", lambda: len(denial()) >= 2, 30,
+             interval=0.2)
+    s = t.session("blocked", NS)
+    eq(phase(s) in ("WaitingForApproval", "Succeeded"), False, "blocked session progressed")
+    eq(t.kubectl("get", "jobs", "-n", NS, "-l", "tern.dev/session-uid=" + s["metadata"]["uid"],
+                 "-o", "name").strip(), "", "no turn Job")
+    # the rule back: the retry goes through and the session runs its turn
+    t.kubectl("apply", "-f", "-", input=json.dumps(original))
+    s = waiting(t, "blocked")
+    eq(phase(s), "WaitingForApproval", "recovered after the rule came back")
+
+
+def main():
+    suite = Suite()
+    with ternlocal.Local() as t:
+        t.start_etcd()
+        authz_log = os.path.join(t.dir, "authz.jsonl")
+        try:
+            t.start_terndev(extra=("--authz-log", authz_log))
+        except ternlocal.Failed as e:
+            if "usage: tern-dev up" not in str(e):
+                raise
+            print("note: tern-dev rejected --authz-log; running without RBAC enforcement",
+                  flush=True)
+            authz_log = None
+            os.rename(os.path.join(t.logs, "tern-dev.log"),
+                      os.path.join(t.logs, "tern-dev-authz-rejected.log"))
+            t.start_terndev()
+        t.base = t.start_fakellm(os.path.join(ROOT, "examples", "demo-script.json"))
+        r = Run(t, authz_log)
+        done = set()
+        for name, fn, needs in [
+            ("install_with_apply_k", step_install, None),
+            ("operator_uses_in_cluster_config", step_in_cluster_config, "install_with_apply_k"),
+            ("demo_session_completes", step_demo_session, "install_with_apply_k"),
+            ("fork_and_repeated_event", step_fork_and_events, "demo_session_completes"),
+            ("suspend_and_delete", step_suspend_and_delete, "fork_and_repeated_event"),
+            ("operator_pod_restart", step_shutdown_flush, "install_with_apply_k"),
+            ("rbac_no_denials", step_no_denials, "operator_pod_restart"),
+            ("rbac_no_excess_operator", step_excess_operator, "operator_pod_restart"),
+            ("rbac_no_excess_runner", step_excess_runner, "operator_pod_restart"),
+            ("rbac_missing_rule_fails_cleanly", step_missing_rule, "operator_pod_restart"),
+        ]:
+            if authz_log is None and name.startswith("rbac_"):
+                suite.skip(name, "tern-dev rejected --authz-log (it enforces no RBAC)")
+                continue
+
+            def run(fn=fn, needs=needs):
+                if needs and needs not in done:
+                    raise AssertionError("needs step %s, which failed" % needs)
+                fn(r)
+            before = suite.failed
+            suite.run(name, run)
+            if suite.failed == before:
+                done.add(name)
+        if suite.failed:
+            print("---- tern-dev log (tail)")
+            print(t.logs_of("tern-dev")[-3000:])
+            pod = operator_pod(t) if "install_with_apply_k" in done else None
+            if pod:
+                print("---- operator pod log (tail)")
+                print(t.kubectl("logs", "-n", SYS_NS, pod["metadata"]["name"], check=False)[-3000:])
+        # stopping tern-dev gracefully stops the operator pod's processes
+        t.stop("tern-fakellm")
+        t.stop("tern-dev")
+    suite.finish()
+
+
+if __name__ == "__main__":
+    main()
