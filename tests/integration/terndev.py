@@ -130,7 +130,6 @@ class Suite:
     def __init__(self):
         self.passed = 0
         self.failed = 0
-        self.skipped = 0
 
     def run(self, name, fn, *args):
         t = time.time()
@@ -144,14 +143,8 @@ class Suite:
             for line in traceback.format_exc().splitlines():
                 print("    " + line, flush=True)
 
-    def skip(self, name, why):
-        """A check that cannot run here (counted, and reported by run-suites)."""
-        self.skipped += 1
-        print("skip %s: %s" % (name, why), flush=True)
-
     def finish(self):
-        print("%d passed, %d failed%s" % (self.passed, self.failed, ", %d skipped" %
-                                          self.skipped if self.skipped else ""), flush=True)
+        print("%d passed, %d failed" % (self.passed, self.failed), flush=True)
         sys.exit(1 if self.failed else 0)
 
 

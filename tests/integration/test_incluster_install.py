@@ -13,8 +13,8 @@ Then the base's RBAC is checked against tern-dev's authorization log
   - MISSING: with `create` on batch jobs removed from the ClusterRole, a new
     session is denied its turn Job (logged), does not progress, and the
     operator reports the Forbidden error; it recovers once the rule is back.
-A tern-dev that does not know --authz-log (no RBAC enforcement) runs the
-install and the sessions, and the RBAC checks are reported as skipped.
+The operator also tells the session: a Warning Event "ReconcileError" with
+the same message.
 
 Run: /usr/bin/python3 tests/integration/test_incluster_install.py
 """
@@ -199,9 +199,8 @@ def step_in_cluster_config(r):
     import urllib.request
     body = urllib.request.urlopen("http://%s:8080/metrics" % ip, timeout=5).read().decode()
     contains(body, "tern_reconciles_total", "metrics on the pod IP")
-    if r.authz_log is not None:
-        users = {d["user"] for d in r.decisions()}
-        contains(users, OPERATOR_USER, "the operator's requests are made as its service account")
+    users = {d["user"] for d in r.decisions()}
+    contains(users, OPERATOR_USER, "the operator's requests are made as its service account")
 
 
 def step_demo_session(r):
@@ -263,9 +262,8 @@ def step_shutdown_flush(r):
     pod = wait_for("a new operator pod Ready", lambda: (lambda p: p if pod_ready(p) and
                    p["metadata"]["name"] != old else None)(operator_pod(t)), 60, interval=0.2)
     r.pod = pod
-    if r.authz_log is not None:
-        with open(r.authz_log) as f:
-            r.good_run_lines = len(f.read().splitlines())
+    with open(r.authz_log) as f:
+        r.good_run_lines = len(f.read().splitlines())
 
 
 def step_no_denials(r):
@@ -343,6 +341,13 @@ def step_missing_rule(r):
     eq(e.get("session"), NS + "/blocked", "session of the logged error")
     wait_for("a second denied attempt (the operator retries)", lambda: len(denial()) >= 2, 30,
              interval=0.2)
+
+    def warned():
+        evs = json.loads(t.kubectl("get", "events.events.k8s.io", "-n", NS, "-o", "json"))
+        return [e for e in evs["items"] if e.get("reason") == "ReconcileError" and
+                e.get("regarding", {}).get("name") == "blocked" and msg in e.get("note", "")]
+    ev = wait_for("a Warning Event on the session", warned, 30, interval=0.2)[0]
+    eq(ev["type"], "Warning", "event type")
     s = t.session("blocked", NS)
     eq(phase(s) in ("WaitingForApproval", "Succeeded"), False, "blocked session progressed")
     eq(t.kubectl("get", "jobs", "-n", NS, "-l", "tern.dev/session-uid=" + s["metadata"]["uid"],
@@ -358,17 +363,7 @@ def main():
     with ternlocal.Local() as t:
         t.start_etcd()
         authz_log = os.path.join(t.dir, "authz.jsonl")
-        try:
-            t.start_terndev(extra=("--authz-log", authz_log))
-        except ternlocal.Failed as e:
-            if "usage: tern-dev up" not in str(e):
-                raise
-            print("note: tern-dev rejected --authz-log; running without RBAC enforcement",
-                  flush=True)
-            authz_log = None
-            os.rename(os.path.join(t.logs, "tern-dev.log"),
-                      os.path.join(t.logs, "tern-dev-authz-rejected.log"))
-            t.start_terndev()
+        t.start_terndev(extra=("--authz-log", authz_log))
         t.base = t.start_fakellm(os.path.join(ROOT, "examples", "demo-script.json"))
         r = Run(t, authz_log)
         done = set()
@@ -384,10 +379,6 @@ def main():
             ("rbac_no_excess_runner", step_excess_runner, "operator_pod_restart"),
             ("rbac_missing_rule_fails_cleanly", step_missing_rule, "operator_pod_restart"),
         ]:
-            if authz_log is None and name.startswith("rbac_"):
-                suite.skip(name, "tern-dev rejected --authz-log (it enforces no RBAC)")
-                continue
-
             def run(fn=fn, needs=needs):
                 if needs and needs not in done:
                     raise AssertionError("needs step %s, which failed" % needs)

@@ -685,6 +685,26 @@ int controller_reconcile(struct controller *c, const char *key, struct tern_err 
 
 /* ---- workers -------------------------------------------------------------- */
 
+/* A failed reconcile is told on the session too (a Warning Event; repeats
+ * aggregate into one series), so `kubectl describe` shows what the operator
+ * cannot do, e.g. a create its RBAC forbids, not only its log. */
+static void record_failure(struct controller *c, const char *key, const struct tern_err *err)
+{
+    const char *slash = strchr(key, '/');
+    if (!c->cfg.recorder || !slash)
+        return;
+    char *ns = xstrndup(key, (size_t)(slash - key));
+    cJSON *session = informer_get(c->inf[W_SESSIONS], ns, slash + 1);
+    if (session) {
+        struct recorder_ref ref;
+        recorder_ref_of(session, &ref);
+        recorder_event(c->cfg.recorder, &ref, "Warning", "ReconcileError", "Reconcile", "%s",
+                       err->msg[0] ? err->msg : err_str(err->code));
+    }
+    cJSON_Delete(session);
+    free(ns);
+}
+
 static double mono_seconds(void)
 {
     struct timespec ts;
@@ -714,6 +734,7 @@ static void *worker_main(void *arg)
         if (r) {
             long delay = 0;
             workqueue_add_rate_limited(c->q, key, &delay);
+            record_failure(c, key, &err);
             if (c->cfg.on_error)
                 c->cfg.on_error(c->cfg.ctx, key, &err, delay);
         } else {
