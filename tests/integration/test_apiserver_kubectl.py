@@ -8,7 +8,9 @@ label, annotate, merge/json patches, strategic patch refused with 415,
 status subresource + wait --for=condition, generation rules, finalizers,
 -o json|yaml|jsonpath, server-side apply, schema errors with field paths),
 and built-ins from -f manifests (configmap, secret, pod, job) including
-strategic merge patches as kubectl apply sends them.
+strategic merge patches as kubectl apply sends them; RBAC objects from
+kubectl's generators and `kubectl auth can-i --as` (impersonation and
+SelfSubjectAccessReview).
 """
 import glob
 import json
@@ -410,6 +412,56 @@ spec:
         _, out, _ = k("get", "ags", "-o", "name")
         eq(out.strip(), "", "custom resources deleted with their CRD")
 
+    def t_rbac():
+        """RBAC judged by kubectl itself: kubectl create sa|role|rolebinding|
+        clusterrole|clusterrolebinding (protobuf bodies), kubectl auth can-i
+        --as (impersonation + SelfSubjectAccessReview) and a request made
+        --as a service account, refused with kube-apiserver's message."""
+        bot = "--as=system:serviceaccount:default:bot"
+        k("create", "serviceaccount", "bot")
+        rc, out, _ = k("auth", "can-i", "list", "pods", bot, check=False)
+        eq((rc, out.strip()), (1, "no"), "can-i before any grant")
+        rc, _, err = k("get", "pods", "-n", "kube-system", bot, check=False)
+        eq(rc != 0, True, "list as bot without a grant")
+        contains(err, 'Error from server (Forbidden): pods is forbidden: User '
+                 '"system:serviceaccount:default:bot" cannot list resource "pods" in API group '
+                 '"" in the namespace "kube-system"')
+        k("create", "role", "pod-reader", "--verb=get,list", "--resource=pods")
+        k("create", "rolebinding", "pod-reader", "--role=pod-reader",
+          "--serviceaccount=default:bot")
+        _, out, _ = k("get", "role", "pod-reader", "-o", "json")
+        eq(json.loads(out)["rules"], [{"apiGroups": [""], "resources": ["pods"],
+                                       "verbs": ["get", "list"]}], "rules from protobuf")
+        _, out, _ = k("get", "rolebinding", "pod-reader", "-o", "json")
+        rb = json.loads(out)
+        eq(rb["roleRef"], {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                           "name": "pod-reader"}, "roleRef from protobuf")
+        eq(rb["subjects"], [{"kind": "ServiceAccount", "name": "bot", "namespace": "default"}],
+           "subjects from protobuf")
+        _, out, _ = k("auth", "can-i", "list", "pods", bot)
+        eq(out.strip(), "yes", "can-i after the RoleBinding")
+        rc, out, _ = k("auth", "can-i", "delete", "pods", bot, check=False)
+        eq((rc, out.strip()), (1, "no"), "a verb not granted")
+        rc, out, _ = k("auth", "can-i", "list", "pods", "-n", "kube-system", bot, check=False)
+        eq((rc, out.strip()), (1, "no"), "another namespace")
+        k("get", "pods", bot)
+        k("create", "clusterrole", "cm-reader", "--verb=list", "--resource=configmaps")
+        k("create", "clusterrolebinding", "cm-reader", "--clusterrole=cm-reader",
+          "--serviceaccount=default:bot")
+        _, out, _ = k("auth", "can-i", "list", "configmaps", "-n", "kube-system", bot)
+        eq(out.strip(), "yes", "a ClusterRoleBinding grants in every namespace")
+        # the admin may do anything; impersonating a user with no grant may not
+        _, out, _ = k("auth", "can-i", "delete", "nodes")
+        eq(out.strip(), "yes", "admin")
+        rc, out, _ = k("auth", "can-i", "get", "pods", "--as=alice", check=False)
+        eq((rc, out.strip()), (1, "no"), "an unknown user")
+        # the admin may impersonate groups too; system:masters is everything
+        _, out, _ = k("auth", "can-i", "delete", "nodes", bot, "--as-group=system:masters")
+        eq(out.strip(), "yes", "impersonated system:masters")
+        for r in ("clusterrolebinding/cm-reader", "clusterrole/cm-reader",
+                  "rolebinding/pod-reader", "role/pod-reader", "serviceaccount/bot"):
+            k("delete", r)
+
     s.run("version and discovery", t_version_discovery)
     s.run("CRD apply and wait established", t_crd)
     s.run("custom resource apply/get/describe", t_cr_apply_get)
@@ -423,6 +475,7 @@ spec:
     s.run("server-side apply", t_server_side_apply)
     s.run("strict field validation and AlreadyExists", t_strict_unknown_fields)
     s.run("CRD deletion removes its resources", t_crd_delete)
+    s.run("RBAC: create role/binding, auth can-i --as, Forbidden", t_rbac)
     s.run("clean SIGTERM stop", td.check_clean_stop)
     td.cleanup()
     s.finish()

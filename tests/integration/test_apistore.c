@@ -432,13 +432,15 @@ TEST_T(pod_logs_through_the_kubelet_hook, 60)
     etcd_fixture_stop(&fx);
 }
 
-static long https_req(const struct apipki *pki, uint16_t port, const char *token,
-                      const char *method, const char *path, const char *body, char **ret_body)
+static long https_req_as(const struct apipki *pki, uint16_t port, const char *token,
+                         const char *as, const char *method, const char *path, const char *body,
+                         char **ret_body)
 {
     struct httpc *h = httpc_new();
     char *url = xasprintf("https://127.0.0.1:%u%s", (unsigned)port, path);
     char *auth = xasprintf("Authorization: bearer %s", token);
-    const char *hdrs[] = {auth, "Content-Type: application/json", NULL};
+    char *imp = as ? xasprintf("Impersonate-User: %s", as) : NULL;
+    const char *hdrs[] = {auth, "Content-Type: application/json", imp, NULL};
     struct httpc_tls tls = {.ca_pem = pki->ca_pem, .ca_pem_len = strlen(pki->ca_pem)};
     struct httpc_request rq = {.method = method, .url = url, .headers = hdrs,
                                .body = body, .body_len = body ? strlen(body) : 0,
@@ -448,10 +450,17 @@ static long https_req(const struct apipki *pki, uint16_t port, const char *token
     if (ret_body)
         *ret_body = xasprintf("%.*s", (int)rs.body.len, rs.body.data ? rs.body.data : "");
     httpc_response_done(&rs);
+    free(imp);
     free(auth);
     free(url);
     httpc_free(h);
     return st;
+}
+
+static long https_req(const struct apipki *pki, uint16_t port, const char *token,
+                      const char *method, const char *path, const char *body, char **ret_body)
+{
+    return https_req_as(pki, port, token, NULL, method, path, body, ret_body);
 }
 
 static void create(struct apirest *rest, const char *path, const char *body)
@@ -563,6 +572,45 @@ TEST_T(https_front_tokens_and_rbac, 60)
     ASSERT_EQ_INT(https_req(&pki, port, tok, "POST", "/api/v1/namespaces/default/configmaps", owned,
                             NULL),
                   201);
+
+    /* impersonation needs the impersonate verb; then RBAC judges the other
+     * user; a review answers for the user asking */
+    ASSERT_EQ_INT(https_req_as(&pki, port, tok, "alice", "GET",
+                               "/api/v1/namespaces/default/configmaps", NULL, &body),
+                  403);
+    ASSERT_CONTAINS(body, "users \\\"alice\\\" is forbidden: User "
+                          "\\\"system:serviceaccount:default:bot\\\" cannot impersonate "
+                          "resource \\\"users\\\" in API group \\\"\\\" at the cluster scope");
+    free(body);
+    create(&rest, "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+           "{\"metadata\":{\"name\":\"as-alice\"},\"rules\":[{\"apiGroups\":[\"\"],"
+           "\"resources\":[\"users\"],\"resourceNames\":[\"alice\"],"
+           "\"verbs\":[\"impersonate\"]}]}");
+    create(&rest, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+           "{\"metadata\":{\"name\":\"as-alice\"},\"roleRef\":{\"apiGroup\":"
+           "\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"as-alice\"},"
+           "\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"bot\","
+           "\"namespace\":\"default\"}]}");
+    ASSERT_EQ_INT(https_req_as(&pki, port, tok, "alice", "GET",
+                               "/api/v1/namespaces/default/configmaps", NULL, &body),
+                  403);
+    ASSERT_CONTAINS(body, "User \\\"alice\\\" cannot list resource \\\"configmaps\\\"");
+    free(body);
+    ASSERT_EQ_INT(https_req_as(&pki, port, tok, "bob", "GET", "/api", NULL, NULL), 403);
+    const char *review = "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":"
+                         "\"SelfSubjectAccessReview\",\"spec\":{\"resourceAttributes\":"
+                         "{\"namespace\":\"default\",\"verb\":\"list\",\"resource\":"
+                         "\"configmaps\"}}}";
+    const char *ssar = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+    ASSERT_EQ_INT(https_req(&pki, port, tok, "POST", ssar, review, &body), 201);
+    ASSERT_CONTAINS(body, "\"status\":{\"allowed\":true,\"reason\":\"RBAC: allowed by "
+                          "RoleBinding");
+    free(body);
+    ASSERT_EQ_INT(https_req_as(&pki, port, tok, "alice", "POST", ssar, review, &body), 201);
+    ASSERT_CONTAINS(body, "\"status\":{\"allowed\":false}");
+    free(body);
+    ASSERT_EQ_INT(https_req(&pki, port, tok, "GET", ssar, NULL, NULL), 403);
+    ASSERT_EQ_INT(https_req(&pki, port, pki.token, "GET", ssar, NULL, NULL), 405);
 
     /* a deleted (or re-created) account invalidates its tokens */
     ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/api/v1/namespaces/default/serviceaccounts/bot", NULL,

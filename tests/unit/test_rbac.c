@@ -233,3 +233,17 @@ TEST(verbs_of_http_requests)
     ASSERT_EQ_STR(rbac_verb("DELETE", false, false), "deletecollection");
     ASSERT_TRUE(rbac_verb("OPTIONS", false, false) == NULL);
 }
+
+TEST(every_authenticated_user_may_review_its_own_access)
+{
+    load();
+    ASSERT_TRUE(res(&ALICE, "create", "authorization.k8s.io", "selfsubjectaccessreviews", NULL,
+                    NULL, NULL));
+    ASSERT_FALSE(res(&ALICE, "list", "authorization.k8s.io", "selfsubjectaccessreviews", NULL,
+                     NULL, NULL));
+    ASSERT_FALSE(res(&ALICE, "create", "authorization.k8s.io", "subjectaccessreviews", NULL, NULL,
+                     NULL));
+    ASSERT_FALSE(res(&ANON, "create", "authorization.k8s.io", "selfsubjectaccessreviews", NULL,
+                     NULL, NULL));
+    cJSON_Delete(doc);
+}

@@ -106,19 +106,20 @@ static cJSON *stored(struct apiauth *a, const char *group, const char *plural, c
     return obj;
 }
 
-static void identity(struct apiauth_identity *id)
+/* Points id->user at id's name and its first n groups. */
+static void identity(struct apiauth_identity *id, size_t n)
 {
-    id->user = (struct rbac_user){.name = id->name};
-    if (id->admin) {
-        id->user.groups[0] = "system:masters";
-        id->user.groups[1] = "system:authenticated";
-        id->user.ngroups = 2;
-    } else {
-        id->user.groups[0] = "system:serviceaccounts";
-        id->user.groups[1] = id->ns_group;
-        id->user.groups[2] = "system:authenticated";
-        id->user.ngroups = 3;
-    }
+    id->user = (struct rbac_user){.name = id->name, .ngroups = n};
+    for (size_t i = 0; i < n; i++)
+        id->user.groups[i] = id->groups[i];
+}
+
+static void sa_groups(struct apiauth_identity *id, const char *ns)
+{
+    snprintf(id->groups[0], sizeof id->groups[0], "system:serviceaccounts");
+    snprintf(id->groups[1], sizeof id->groups[1], "system:serviceaccounts:%s", ns);
+    snprintf(id->groups[2], sizeof id->groups[2], "system:authenticated");
+    identity(id, 3);
 }
 
 int apiauth_authenticate(struct apiauth *a, const char *authorization,
@@ -128,10 +129,13 @@ int apiauth_authenticate(struct apiauth *a, const char *authorization,
         return TERN_EAUTH; /* the scheme is case-insensitive */
     const char *t = authorization + 7;
     memset(ret, 0, sizeof *ret);
+    ret->auth = a;
     if (same_secret(t, a->admin_token)) {
         ret->admin = true;
         snprintf(ret->name, sizeof ret->name, "%s", APIAUTH_ADMIN_USER);
-        identity(ret);
+        snprintf(ret->groups[0], sizeof ret->groups[0], "system:masters");
+        snprintf(ret->groups[1], sizeof ret->groups[1], "system:authenticated");
+        identity(ret, 2);
         return 0;
     }
     struct satoken_claims c;
@@ -144,8 +148,7 @@ int apiauth_authenticate(struct apiauth *a, const char *authorization,
     if (!ok)
         return TERN_EAUTH;
     snprintf(ret->name, sizeof ret->name, "system:serviceaccount:%s:%s", c.ns, c.name);
-    snprintf(ret->ns_group, sizeof ret->ns_group, "system:serviceaccounts:%s", c.ns);
-    identity(ret);
+    sa_groups(ret, c.ns);
     return 0;
 }
 
@@ -340,6 +343,96 @@ static int owner_refs_allowed(struct apiauth *a, const struct apiauth_identity *
     }
     cJSON_Delete(obj);
     return rc;
+}
+
+bool apiauth_can(void *idp, const struct rbac_request *r, char *reason, size_t reason_len)
+{
+    const struct apiauth_identity *id = idp;
+    if (id->admin) {
+        snprintf(reason, reason_len, "member of system:masters");
+        return true;
+    }
+    return decide(id->auth, &id->user, r, reason, reason_len);
+}
+
+static const char SA_PREFIX[] = "system:serviceaccount:";
+
+/* May id impersonate resource/name (ns for service accounts)? Logged like
+ * any decision. */
+static int may_impersonate(struct apiauth *a, const struct apiauth_identity *id,
+                           const char *resource, const char *ns, const char *name,
+                           cJSON **ret_status)
+{
+    if (id->admin)
+        return 0;
+    struct rbac_request r = {.verb = "impersonate", .resource_request = true, .group = "",
+                             .resource = resource, .ns = ns, .name = name, .path = ""};
+    char reason[1024] = "";
+    bool ok = decide(a, &id->user, &r, reason, sizeof reason);
+    log_decision(a, &id->user, &r, ok, reason);
+    if (ok)
+        return 0;
+    *ret_status = forbidden(&id->user, &r);
+    return TERN_EAUTH;
+}
+
+int apiauth_impersonate(struct apiauth *a, struct apiauth_identity *id, const char *user,
+                        const char *const *groups, size_t ngroups, cJSON **ret_status)
+{
+    if (!user && ngroups == 0)
+        return 0;
+    const char *bad = NULL;
+    if (!user || !*user)
+        bad = "requested impersonation of groups without impersonating a user";
+    else if (ngroups + 1 > RBAC_MAX_GROUPS)
+        bad = "too many impersonated groups";
+    else if (strlen(user) >= sizeof id->name)
+        bad = "impersonated user name too long";
+    for (size_t i = 0; !bad && i < ngroups; i++)
+        if (strlen(groups[i]) >= sizeof id->groups[0])
+            bad = "impersonated group name too long";
+    if (bad) {
+        *ret_status = apistatus_bad_request(bad);
+        return TERN_EINVALID;
+    }
+    /* a service account is "system:serviceaccount:NS:NAME" */
+    char ns[256] = "", sa[256] = "";
+    const char *rest = strncmp(user, SA_PREFIX, sizeof SA_PREFIX - 1) == 0
+                           ? user + sizeof SA_PREFIX - 1 : NULL;
+    const char *colon = rest ? strchr(rest, ':') : NULL;
+    bool is_sa = colon && colon > rest && colon[1] && !strchr(colon + 1, ':') &&
+                 (size_t)(colon - rest) < sizeof ns && strlen(colon + 1) < sizeof sa;
+    int rc;
+    if (is_sa) {
+        snprintf(ns, sizeof ns, "%.*s", (int)(colon - rest), rest);
+        snprintf(sa, sizeof sa, "%s", colon + 1);
+        rc = may_impersonate(a, id, "serviceaccounts", ns, sa, ret_status);
+    } else {
+        rc = may_impersonate(a, id, "users", NULL, user, ret_status);
+    }
+    for (size_t i = 0; rc == 0 && i < ngroups; i++)
+        rc = may_impersonate(a, id, "groups", NULL, groups[i], ret_status);
+    if (rc)
+        return rc;
+    id->admin = false;
+    snprintf(id->name, sizeof id->name, "%s", user);
+    if (is_sa && ngroups == 0) {
+        sa_groups(id, ns);
+        return 0;
+    }
+    size_t n = 0;
+    bool authenticated = false;
+    for (size_t i = 0; i < ngroups; i++) {
+        snprintf(id->groups[n++], sizeof id->groups[0], "%s", groups[i]);
+        authenticated |= strcmp(groups[i], "system:authenticated") == 0;
+    }
+    if (!authenticated)
+        snprintf(id->groups[n++], sizeof id->groups[0], "system:authenticated");
+    identity(id, n);
+    /* an impersonated system:masters member is an admin again */
+    for (size_t i = 0; i < n; i++)
+        id->admin |= strcmp(id->groups[i], "system:masters") == 0;
+    return 0;
 }
 
 int apiauth_authorize(struct apiauth *a, const struct apiauth_identity *id,

@@ -11,6 +11,12 @@
  *     verifies AND the ServiceAccount NS/NAME still exists with the uid the
  *     token names (a deleted and re-created account invalidates old tokens);
  *   - anything else is 401.
+ * A user may act as another (Impersonate-User / Impersonate-Group headers,
+ * as `kubectl --as=... --as-group=...` sends) when RBAC allows it the verb
+ * `impersonate` on `users`, `groups` or, for a service account,
+ * `serviceaccounts` NS/NAME (admins may); the request is then authorized
+ * as that user, who is always in system:authenticated (and, for a service
+ * account named without groups, in its account groups).
  *
  * Authorization of every other user is RBAC (rbac.h) over the Roles,
  * ClusterRoles and bindings stored in etcd. They are read at most once a
@@ -56,9 +62,10 @@ struct apiauth_config {
 
 /* The authenticated user of one request. */
 struct apiauth_identity {
+    struct apiauth *auth;
     bool admin;
     char name[560];
-    char ns_group[300];
+    char groups[RBAC_MAX_GROUPS][300];
     struct rbac_user user; /* points into this struct: do not copy it */
 };
 
@@ -70,6 +77,17 @@ void apiauth_free(struct apiauth *a);
  * Returns 0 and fills *ret, or TERN_EAUTH (answer 401). */
 int apiauth_authenticate(struct apiauth *a, const char *authorization,
                          struct apiauth_identity *ret);
+
+/* Makes id act as user (may be NULL when ngroups is 0: no impersonation)
+ * in groups. Returns 0, or TERN_EAUTH / TERN_EINVALID with *ret_status a
+ * 403 (not allowed to impersonate) or 400 (groups without a user, too many
+ * groups, names too long) Status (caller owns it). */
+int apiauth_impersonate(struct apiauth *a, struct apiauth_identity *id, const char *user,
+                        const char *const *groups, size_t ngroups, cJSON **ret_status);
+
+/* What id (a struct apiauth_identity *) may do: apirest_req.can. Admins
+ * may do everything. Not logged (a review is not a use). */
+bool apiauth_can(void *id, const struct rbac_request *r, char *reason, size_t reason_len);
 
 /* Authorizes one request of id (admins always pass). Returns 0 to go on, or
  * TERN_EAUTH with *ret_status a 403 Status (caller owns it). */

@@ -201,8 +201,108 @@ static int object_meta(cJSON *obj, const struct field *f)
     return 0;
 }
 
+/* A message whose fields 1..n are strings named names[0..n-1] (NULL:
+ * skipped). list: each field repeats and becomes a JSON array (empty
+ * strings kept, as JSON would carry them); else empty strings are omitted
+ * as JSON omits them. Returns 0 and *ret, or TERN_EPARSE. */
+static int strings_message(const struct field *f, const char *const *names, size_t n, bool list,
+                           cJSON **ret)
+{
+    if (f->wt != 2)
+        return TERN_EPARSE;
+    cJSON *o = cJSON_CreateObject();
+    struct pb b = {f->data, f->data + f->len};
+    struct field e;
+    int rc;
+    while ((rc = next(&b, &e)) == 0) {
+        if (e.num < 1 || e.num > n || !names[e.num - 1] || e.wt != 2)
+            continue;
+        if (memchr(e.data, 0, e.len)) {
+            rc = TERN_EPARSE;
+            break;
+        }
+        if (!list) {
+            add_str(o, names[e.num - 1], &e);
+            continue;
+        }
+        cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, names[e.num - 1]);
+        if (!arr)
+            arr = cJSON_AddArrayToObject(o, names[e.num - 1]);
+        char *s = str(&e);
+        cJSON_AddItemToArray(arr, cJSON_CreateString(s));
+        free(s);
+    }
+    if (rc < 0) {
+        cJSON_Delete(o);
+        return rc;
+    }
+    *ret = o;
+    return 0;
+}
+
+static int add_message(cJSON *obj, const char *key, bool append, const struct field *f,
+                       const char *const *names, size_t n, bool list)
+{
+    cJSON *m = NULL;
+    int rc = strings_message(f, names, n, list, &m);
+    if (rc)
+        return rc;
+    if (!append) {
+        cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
+        cJSON_AddItemToObject(obj, key, m);
+        return 0;
+    }
+    cJSON *arr = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!arr)
+        arr = cJSON_AddArrayToObject(obj, key);
+    cJSON_AddItemToArray(arr, m);
+    return 0;
+}
+
+static const char *const POLICY_RULE[] = {"verbs", "apiGroups", "resources", "resourceNames",
+                                          "nonResourceURLs"};
+static const char *const SUBJECT[] = {"kind", "apiGroup", "name", "namespace"};
+static const char *const ROLE_REF[] = {"apiGroup", "kind", "name"};
+static const char *const RESOURCE_ATTRS[] = {"namespace", "verb",        "group", "version",
+                                             "resource",  "subresource", "name"};
+static const char *const NONRESOURCE_ATTRS[] = {"path", "verb"};
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* SelfSubjectAccessReviewSpec: 1 resourceAttributes, 2 nonResourceAttributes. */
+static int access_review_spec(cJSON *obj, const struct field *f)
+{
+    if (f->wt != 2)
+        return TERN_EPARSE;
+    cJSON *spec = cJSON_CreateObject();
+    struct pb b = {f->data, f->data + f->len};
+    struct field e;
+    int rc;
+    while ((rc = next(&b, &e)) == 0) {
+        int r = 0;
+        if (e.num == 1)
+            r = add_message(spec, "resourceAttributes", false, &e, RESOURCE_ATTRS,
+                            N(RESOURCE_ATTRS), false);
+        else if (e.num == 2)
+            r = add_message(spec, "nonResourceAttributes", false, &e, NONRESOURCE_ATTRS,
+                            N(NONRESOURCE_ATTRS), false);
+        if (r) {
+            rc = r;
+            break;
+        }
+    }
+    if (rc < 0) {
+        cJSON_Delete(spec);
+        return rc;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, "spec");
+    cJSON_AddItemToObject(obj, "spec", spec);
+    return 0;
+}
+
 static int decode_kind(const char *kind, const uint8_t *p, size_t n, cJSON *obj)
 {
+    bool role = strcmp(kind, "Role") == 0 || strcmp(kind, "ClusterRole") == 0;
+    bool binding = strcmp(kind, "RoleBinding") == 0 || strcmp(kind, "ClusterRoleBinding") == 0;
     struct pb b = {p, p + n};
     struct field f;
     int rc;
@@ -229,6 +329,17 @@ static int decode_kind(const char *kind, const uint8_t *p, size_t n, cJSON *obj)
         } else if (strcmp(kind, "ServiceAccount") == 0) {
             if (f.num == 4 && f.wt == 0)
                 cJSON_AddBoolToObject(obj, "automountServiceAccountToken", f.v != 0);
+        } else if (role) { /* 2 rules (ClusterRole's 3 aggregationRule is not decoded) */
+            if (f.num == 2)
+                r = add_message(obj, "rules", true, &f, POLICY_RULE, N(POLICY_RULE), true);
+        } else if (binding) { /* 2 subjects, 3 roleRef */
+            if (f.num == 2)
+                r = add_message(obj, "subjects", true, &f, SUBJECT, N(SUBJECT), false);
+            else if (f.num == 3)
+                r = add_message(obj, "roleRef", false, &f, ROLE_REF, N(ROLE_REF), false);
+        } else if (strcmp(kind, "SelfSubjectAccessReview") == 0) { /* 2 spec; 3 status ignored */
+            if (f.num == 2)
+                r = access_review_spec(obj, &f);
         }
         /* Namespace: spec and status carry nothing a create may set */
         if (r)
@@ -278,12 +389,21 @@ int apiproto_decode(const void *data, size_t n, cJSON **ret, struct tern_err *er
         rc = err_set(err, TERN_EPARSE, "malformed protobuf envelope");
         goto out;
     }
-    static const char *kinds[] = {"Namespace", "ConfigMap", "Secret", "ServiceAccount"};
-    bool ok = strcmp(av, "v1") == 0;
+    static const char *const kinds[][2] = {
+        {"v1", "Namespace"},
+        {"v1", "ConfigMap"},
+        {"v1", "Secret"},
+        {"v1", "ServiceAccount"},
+        {"rbac.authorization.k8s.io/v1", "Role"},
+        {"rbac.authorization.k8s.io/v1", "ClusterRole"},
+        {"rbac.authorization.k8s.io/v1", "RoleBinding"},
+        {"rbac.authorization.k8s.io/v1", "ClusterRoleBinding"},
+        {"authorization.k8s.io/v1", "SelfSubjectAccessReview"},
+    };
     bool known = false;
-    for (size_t i = 0; i < 4; i++)
-        known |= strcmp(kind, kinds[i]) == 0;
-    if (!ok || !known) {
+    for (size_t i = 0; i < N(kinds); i++)
+        known |= strcmp(av, kinds[i][0]) == 0 && strcmp(kind, kinds[i][1]) == 0;
+    if (!known) {
         rc = err_set(err, TERN_EINVALID, "protobuf bodies of %s %s are not supported", av, kind);
         goto out;
     }

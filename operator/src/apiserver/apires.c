@@ -54,6 +54,8 @@ static const struct builtin builtins[] = {
      "ClusterRoleBinding", false, false, "", "", "/registry/clusterrolebindings", ""},
     {"events.k8s.io", "v1", "events", "event", "Event", true, false, "ev", "",
      "/registry/events.k8s.io/events", ""},
+    {"authorization.k8s.io", "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview",
+     "SelfSubjectAccessReview", false, false, "", "", "/registry/selfsubjectaccessreviews", ""},
     {"apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
      "CustomResourceDefinition", false, true, "crd,crds", "api-extensions",
      "/registry/apiextensions.k8s.io/customresourcedefinitions", ""},
@@ -208,6 +210,7 @@ static struct apires_table *table_build(cJSON *crds)
         r->kind = xstrdup(b->kind);
         r->list_kind = xasprintf("%sList", b->kind);
         r->namespaced = b->namespaced;
+        r->review = strcmp(b->kind, "SelfSubjectAccessReview") == 0;
         r->has_status = b->has_status;
         r->short_names = split_list(b->shorts);
         r->categories = split_list(b->cats);
@@ -441,8 +444,13 @@ cJSON *apires_resource_list(const struct apires_table *t, const char *group, con
         cJSON_AddStringToObject(e, "singularName", r->singular);
         cJSON_AddBoolToObject(e, "namespaced", r->namespaced);
         cJSON_AddStringToObject(e, "kind", r->kind);
-        cJSON_AddItemToObject(e, "verbs",
-                              verbs(true, r->crd || strcmp(r->kind, "Namespace") != 0));
+        if (r->review) {
+            cJSON *v = cJSON_AddArrayToObject(e, "verbs");
+            cJSON_AddItemToArray(v, cJSON_CreateString("create"));
+        } else {
+            cJSON_AddItemToObject(e, "verbs",
+                                  verbs(true, r->crd || strcmp(r->kind, "Namespace") != 0));
+        }
         if (r->short_names && r->short_names[0])
             cJSON_AddItemToObject(e, "shortNames", strv_json(r->short_names));
         if (r->categories && r->categories[0])

@@ -2844,6 +2844,60 @@ static bool is_namespace(const struct apires *res)
     return !res->crd && strcmp(res->kind, "Namespace") == 0;
 }
 
+/* POST of a review (SelfSubjectAccessReview): the answer for the requesting
+ * user, computed from the spec and never stored. */
+static void handle_review(struct rq *q)
+{
+    cJSON *obj = NULL;
+    char dup[256];
+    cJSON *st = decode_body(q, &obj, dup, false);
+    if (st) {
+        respond_status(q->resp, st);
+        return;
+    }
+    const cJSON *spec = json_get(obj, "spec");
+    const cJSON *ra = json_get(spec, "resourceAttributes");
+    const cJSON *na = json_get(spec, "nonResourceAttributes");
+    if (!cJSON_IsObject(ra) == !cJSON_IsObject(na)) {
+        struct apistatus_fields f = {0};
+        apistatus_fields_addv(&f, APISTATUS_F_INVALID, "spec.resourceAttributes", "null",
+                              "exactly one of nonResourceAttributes or resourceAttributes must "
+                              "be specified");
+        respond_status(q->resp, apistatus_invalid(q->res->group, q->res->kind, "", &f));
+        apistatus_fields_done(&f);
+        cJSON_Delete(obj);
+        return;
+    }
+    struct rbac_request r = {0};
+    if (ra) {
+        r.resource_request = true;
+        r.verb = jstr(ra, "verb");
+        r.group = jstr(ra, "group") ? jstr(ra, "group") : "";
+        r.resource = jstr(ra, "resource") ? jstr(ra, "resource") : "";
+        r.subresource = jstr(ra, "subresource");
+        r.ns = jstr(ra, "namespace");
+        r.name = jstr(ra, "name");
+    } else {
+        r.verb = jstr(na, "verb");
+        r.path = jstr(na, "path") ? jstr(na, "path") : "";
+    }
+    char reason[1024] = "";
+    bool allowed = true;
+    if (q->req->can)
+        allowed = q->req->can(q->req->can_ctx, &r, reason, sizeof reason);
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddStringToObject(out, "kind", q->res->kind);
+    cJSON_AddStringToObject(out, "apiVersion", "authorization.k8s.io/v1");
+    cJSON_AddNullToObject(cJSON_AddObjectToObject(out, "metadata"), "creationTimestamp");
+    cJSON_AddItemToObject(out, "spec", json_dup(spec));
+    cJSON *status = cJSON_AddObjectToObject(out, "status");
+    cJSON_AddBoolToObject(status, "allowed", allowed);
+    if (reason[0])
+        cJSON_AddStringToObject(status, "reason", reason);
+    respond_json(q->resp, 201, out);
+    cJSON_Delete(obj);
+}
+
 static void handle_resource(struct apirest *s, const struct apirest_req *req,
                             const struct apirest_path *p, struct apirest_resp *resp)
 {
@@ -2888,7 +2942,14 @@ static void handle_resource(struct apirest *s, const struct apirest_req *req,
         not_found_path(resp);
         goto out;
     }
-    if (binding) {
+    if (q.res->review) {
+        if (strcmp(m, "POST") == 0 && !q.name && !q.ns)
+            handle_review(&q);
+        else
+            respond_status(resp, apistatus_method_not_allowed(
+                                     "the server does not allow this method on the requested "
+                                     "resource"));
+    } else if (binding) {
         handle_binding(&q);
     } else if (podlog) {
         handle_log(&q);

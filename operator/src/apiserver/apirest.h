@@ -17,6 +17,7 @@
 #include "apistore.h"
 #include "apiwatch.h"
 #include "base/buf.h"
+#include "rbac.h"
 
 #include <cJSON.h>
 #include <pthread.h>
@@ -64,6 +65,11 @@ struct apirest_req {
     const char *body;
     size_t body_len;
     bool body_too_large;            /* the HTTP layer stopped reading at the limit */
+    /* What the requesting user may do, for SelfSubjectAccessReviews (the
+     * HTTP layer passes apiauth's decision); NULL = everything (in-process
+     * callers). reason as rbac_allows. */
+    bool (*can)(void *ctx, const struct rbac_request *r, char *reason, size_t reason_len);
+    void *can_ctx;
 };
 
 struct apirest_watch;

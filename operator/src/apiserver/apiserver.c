@@ -31,6 +31,8 @@ struct conn_ctx {
     bool too_large;
     bool authenticated;
     struct apiauth_identity who;
+    cJSON *refused;      /* a Status for a refused impersonation, or NULL */
+    int refused_code;
     struct apirest_resp resp;
     struct buf pending; /* watch bytes not yet handed to MHD */
     size_t pending_off;
@@ -101,6 +103,7 @@ static void free_ctx(struct conn_ctx *c)
         return;
     buf_done(&c->body);
     buf_done(&c->pending);
+    cJSON_Delete(c->refused);
     apirest_resp_done(&c->resp);
     free(c);
 }
@@ -150,6 +153,40 @@ static bool authenticate(struct apiserver *s, struct MHD_Connection *conn,
     return diff == 0;
 }
 
+struct impersonation {
+    const char *groups[RBAC_MAX_GROUPS];
+    size_t n;
+    bool too_many;
+};
+
+static enum MHD_Result collect_group(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    struct impersonation *im = cls;
+    if (strcasecmp(key, "Impersonate-Group") != 0 || !value)
+        return MHD_YES;
+    if (im->n == RBAC_MAX_GROUPS) {
+        im->too_many = true;
+        return MHD_NO;
+    }
+    im->groups[im->n++] = value;
+    return MHD_YES;
+}
+
+/* Impersonate-User / Impersonate-Group (Impersonate-Uid and -Extra-* are
+ * ignored: nothing here depends on them). Sets c->refused on refusal. */
+static void impersonate(struct apiserver *s, struct conn_ctx *c)
+{
+    const char *user = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Impersonate-User");
+    struct impersonation im = {0};
+    MHD_get_connection_values(c->conn, MHD_HEADER_KIND, collect_group, &im);
+    size_t n = im.too_many ? RBAC_MAX_GROUPS : im.n; /* one more than allowed with the user */
+    int rc = apiauth_impersonate(s->auth, &c->who, user, im.groups, n, &c->refused);
+    if (rc)
+        c->refused_code = rc == TERN_EAUTH ? 403 : 400;
+}
+
 static enum MHD_Result send_status(struct MHD_Connection *conn, int code, cJSON *st)
 {
     struct apirest_resp r = {0};
@@ -179,6 +216,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         buf_init(&c->body, TERN_KUBE_MAX_OBJECT + 1);
         buf_init(&c->pending, 64u << 20);
         c->authenticated = authenticate(s, conn, &c->who);
+        if (c->authenticated && s->auth)
+            impersonate(s, c);
         *con_cls = c;
         return MHD_YES;
     }
@@ -190,6 +229,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     }
     if (!c->authenticated)
         return send_status(conn, 401, apistatus_unauthorized());
+    if (c->refused) {
+        cJSON *st = c->refused;
+        c->refused = NULL;
+        return send_status(conn, c->refused_code, st);
+    }
     struct args a = {0};
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
     struct apirest_req req = {
@@ -202,6 +246,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         .body = c->body.data ? c->body.data : "",
         .body_len = c->body.len,
         .body_too_large = c->too_large,
+        .can = s->auth ? apiauth_can : NULL,
+        .can_ctx = &c->who,
     };
     cJSON *denied = NULL;
     if (s->auth && apiauth_authorize(s->auth, &c->who, &req, &denied)) {

@@ -16,10 +16,11 @@
  *     request without a name never matches a rule with resourceNames);
  *     nonResourceURLs match exactly or by a trailing-"*" prefix and only
  *     count from ClusterRoleBindings;
- *   - built in, as the default system:discovery and
- *     system:public-info-viewer bindings do: every member of
+ *   - built in, as the default system:discovery, system:public-info-viewer
+ *     and system:basic-user bindings do: every member of
  *     system:authenticated may GET /api, /apis, /version, /openapi and the
- *     health paths, with or without a trailing path;
+ *     health paths, with or without a trailing path, and create
+ *     selfsubjectaccessreviews and selfsubjectrulesreviews;
  *   - the group system:masters is allowed everything.
  *
  * Nothing is allowed unless a rule says so. A rule with an unknown field
@@ -36,7 +37,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define RBAC_MAX_GROUPS 4
+#define RBAC_MAX_GROUPS 8
 
 struct rbac_user {
     const char *name;
