@@ -1,76 +1,11 @@
-/* Unit tests: policy/glob and policy/policy (all pure, table-driven). */
+/* Unit tests: policy/policy (all pure, table-driven; globs: test_glob.c). */
 #include "harness.h"
 
 #include "json/json.h"
-#include "policy/glob.h"
 #include "policy/policy.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-TEST(glob_table)
-{
-    static const struct {
-        const char *pat, *s;
-        enum glob_mode mode;
-        bool want;
-    } cases[] = {
-        {"git push*", "git push origin fix", GLOB_TEXT, true},
-        {"git push*", "git push origin feature/x", GLOB_TEXT, true},
-        {"git push*", "git pull", GLOB_TEXT, false},
-        {"git push*", " git push", GLOB_TEXT, false},
-        {"*rm -rf*", "cd x && rm -rf /", GLOB_TEXT, true},
-        {"curl ?ttp*", "curl http://x", GLOB_TEXT, true},
-        {"output/**", "output/a/b.md", GLOB_PATH, true},
-        {"output/**", "output", GLOB_PATH, true},
-        {"output/**", "outputs/x", GLOB_PATH, false},
-        {"output/**", "working/output/x", GLOB_PATH, false},
-        {"output/*", "output/a", GLOB_PATH, true},
-        {"output/*", "output/a/b", GLOB_PATH, false},
-        {"output/*.md", "output/r.md", GLOB_PATH, true},
-        {"**/*.md", "a/b/c.md", GLOB_PATH, true},
-        {"**/*.md", "c.md", GLOB_PATH, true},
-        {"**/*.md", "c.txt", GLOB_PATH, false},
-        {"a/**/b", "a/b", GLOB_PATH, true},
-        {"a/**/b", "a/x/y/b", GLOB_PATH, true},
-        {"a/**/b", "a/xb", GLOB_PATH, false},
-        {"**", "anything/at/all", GLOB_PATH, true},
-        {"*", "a/b", GLOB_PATH, false},
-        {"*", "a/b", GLOB_TEXT, true},
-        {"?", "/", GLOB_PATH, false},
-        {"[a-c]x", "bx", GLOB_PATH, true},
-        {"[a-c]x", "dx", GLOB_PATH, false},
-        {"[!a-c]x", "dx", GLOB_PATH, true},
-        {"[^a-c]x", "ax", GLOB_PATH, false},
-        {"[]]", "]", GLOB_PATH, true},
-        {"\\*", "*", GLOB_PATH, true},
-        {"\\*", "a", GLOB_PATH, false},
-        {"[abc", "a", GLOB_PATH, false},  /* malformed: matches nothing */
-        {"abc\\", "abc", GLOB_PATH, false},
-        {"", "", GLOB_PATH, true},
-        {"", "a", GLOB_PATH, false},
-        {"*a*a*a*a*a*a*a*a*b", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", GLOB_TEXT,
-         false},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        if (glob_match(cases[i].pat, cases[i].s, cases[i].mode) != cases[i].want)
-            th_fail(__FILE__, __LINE__, "case %zu: \"%s\" vs \"%s\": expected %d", i,
-                    cases[i].pat, cases[i].s, cases[i].want);
-    ASSERT_TRUE(glob_valid("output/**"));
-    ASSERT_FALSE(glob_valid("[x"));
-    ASSERT_FALSE(glob_valid(NULL));
-}
-
-TEST(glob_long_input_is_linear)
-{
-    size_t n = 60000;
-    char *s = malloc(n + 1);
-    memset(s, 'a', n);
-    s[n] = 0;
-    ASSERT_FALSE(glob_match("*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b", s, GLOB_TEXT));
-    ASSERT_TRUE(glob_match("*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*", s, GLOB_TEXT));
-    free(s);
-}
 
 TEST(normalize_path_table)
 {

@@ -124,11 +124,15 @@ TEST(wspath_globs_and_read_only_parts)
     ASSERT_EQ_INT(wspath_check_write(&r, "skills/a/SKILL.md"), -EROFS);
     ASSERT_EQ_INT(wspath_check_write(&r, ""), -EROFS);
     ASSERT_EQ_INT(wspath_check_write(&r, "other.txt"), -EROFS);
-    ASSERT_TRUE(wspath_glob_match("a/**/z", "a/z"));
-    ASSERT_TRUE(wspath_glob_match("a/**/z", "a/b/c/z"));
-    ASSERT_FALSE(wspath_glob_match("a/**/z", "a/b/c/y"));
-    ASSERT_FALSE(wspath_glob_match("a/*", "a/.hidden")); /* FNM_PERIOD */
+    ASSERT_OK(wspath_check_write(&r, "working/.git/config"));   /* ** covers hidden entries */
+    ASSERT_EQ_INT(wspath_check_write(&r, "notes/.x.md"), -EROFS); /* GLOB_PERIOD */
     wspath_rules_done(&r);
+    ASSERT_OK(wspath_rules_parse("a/**/z", &r, &err));
+    ASSERT_OK(wspath_check_write(&r, "a/z"));
+    ASSERT_OK(wspath_check_write(&r, "a/b/c/z"));
+    ASSERT_EQ_INT(wspath_check_write(&r, "a/b/c/y"), -EROFS);
+    wspath_rules_done(&r);
+    ASSERT_EQ_INT(wspath_rules_parse("working/[x", &r, &err), -EINVAL); /* malformed glob */
     ASSERT_EQ_INT(wspath_rules_parse("input/**", &r, &err), -EINVAL);
     ASSERT_EQ_INT(wspath_rules_parse("**", &r, &err), -EINVAL);
     ASSERT_EQ_INT(wspath_rules_parse("../x/**", &r, &err), -EINVAL);

@@ -49,7 +49,6 @@
 #define TERN_MODEL_MAX_RETRIES     20          /* configurable retry count cap */
 
 /* Tool policy (policy/) */
-#define TERN_POLICY_MAX_PATTERN    256         /* one glob */
 #define TERN_POLICY_MAX_PATTERNS   64          /* requiresApproval / writablePaths entries */
 #define TERN_POLICY_MAX_PATH       4096        /* a tool's path argument */
 #define TERN_POLICY_MAX_CMD        65536       /* exec_command cmd */
@@ -133,5 +132,8 @@
 
 /* yaml/yamljson */
 #define TERN_YAML_MAX_EXPANDED_BYTES (64u << 20) /* scalar+key bytes after alias expansion */
+
+/* base/glob (policy approval/writable globs, spec globs, sandboxd --writable) */
+#define TERN_GLOB_MAX_PATTERN 4096 /* one glob, bytes */
 
 #endif

@@ -2,10 +2,10 @@
 #include "policy/policy.h"
 
 #include "base/buf.h"
+#include "base/glob.h"
 #include "base/limits.h"
 #include "base/mem.h"
 #include "json/json.h"
-#include "policy/glob.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,13 +1,13 @@
 /* wspath.c - paths beneath the workspace. See wspath.h. */
 #include "wspath.h"
 
+#include "base/glob.h"
 #include "base/mem.h"
 #include "sandbox/sandbox_contract.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +15,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#define MAX_COMPS (WSPATH_BUF / 2 + 1)
 
 static const char *const readonly_parts[] = {SANDBOX_READONLY_PARTS};
 
@@ -80,53 +78,6 @@ bool wspath_readonly(const char *norm)
     return false;
 }
 
-/* Splits s (modified in place) at '/' into comps; returns the count. */
-static size_t split(char *s, char **comps)
-{
-    size_t n = 0;
-    if (!*s)
-        return 0;
-    comps[n++] = s;
-    for (; *s; s++)
-        if (*s == '/') {
-            *s = '\0';
-            comps[n++] = s + 1;
-        }
-    return n;
-}
-
-static bool match_comps(char **g, size_t ng, char **p, size_t np)
-{
-    if (ng == 0)
-        return np == 0;
-    if (strcmp(g[0], "**") == 0) {
-        /* a trailing ** needs at least one component; inner ones match zero or more */
-        for (size_t k = (ng == 1 ? 1 : 0); k <= np; k++)
-            if (match_comps(g + 1, ng - 1, p + k, np - k))
-                return true;
-        return false;
-    }
-    if (np == 0 || fnmatch(g[0], p[0], FNM_PERIOD) != 0)
-        return false;
-    return match_comps(g + 1, ng - 1, p + 1, np - 1);
-}
-
-bool wspath_glob_match(const char *glob, const char *path)
-{
-    size_t gl = strlen(glob), pl = strlen(path);
-    if (gl >= WSPATH_BUF || pl >= WSPATH_BUF)
-        return false;
-    char *gb = xmemdup(glob, gl + 1), *pb = xmemdup(path, pl + 1);
-    char **gc = xcalloc(MAX_COMPS, sizeof *gc), **pc = xcalloc(MAX_COMPS, sizeof *pc);
-    size_t ng = split(gb, gc), np = split(pb, pc);
-    bool r = match_comps(gc, ng, pc, np);
-    free(gc);
-    free(pc);
-    free(gb);
-    free(pb);
-    return r;
-}
-
 void wspath_rules_done(struct wspath_rules *r)
 {
     for (size_t i = 0; i < r->nglobs; i++)
@@ -166,6 +117,11 @@ int wspath_rules_parse(const char *csv, struct wspath_rules *ret, struct tern_er
             free(g);
             goto out;
         }
+        if (!glob_valid(g)) {
+            rc = err_set(err, -EINVAL, "writable glob \"%s\": malformed (see base/glob.h)", g);
+            free(g);
+            goto out;
+        }
         size_t rl = strcspn(g, "/");
         char *root = xstrndup(g, rl);
         if (strpbrk(root, "*?[\\") || wspath_readonly(root)) {
@@ -198,7 +154,7 @@ int wspath_check_write(const struct wspath_rules *r, const char *norm)
     if (wspath_readonly(norm))
         return -EROFS;
     for (size_t i = 0; i < r->nglobs; i++)
-        if (wspath_glob_match(r->globs[i], norm))
+        if (glob_match(r->globs[i], norm, WSPATH_GLOB_MODE))
             return 0;
     return -EROFS;
 }

@@ -14,10 +14,11 @@
  * Read-only parts (input/, task.md, simple.md, skills/, the workspace root
  * itself) and the state directory (.tern/, see idem.h) can never be written;
  * other paths are writable only if a --writable glob matches them. Globs are
- * workspace-relative: "*" and "?" match within one component, "**" matches
- * any number of whole components; "working/\*\*" matches everything beneath
- * working/ but not working itself. Each glob must begin with a literal
- * top-level directory (its "root"): restore replaces exactly those roots.
+ * workspace-relative and match as base/glob.h describes, in WSPATH_GLOB_MODE:
+ * "*" and "?" match within one component and not a leading '.', "**" crosses
+ * components; "working/\*\*" matches everything beneath working/ but not
+ * working itself. Each glob must begin with a literal top-level directory
+ * (its "root"): restore replaces exactly those roots.
  *
  * Errors (negative errno values, mapped to API codes by sandboxd.c):
  *   -EXDEV   absolute path, "..", or resolution escaping   -> forbidden_path
@@ -32,6 +33,7 @@
 #define TERN_WSPATH_H
 
 #include "base/err.h"
+#include "base/glob.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -49,8 +51,10 @@ int wspath_normalize(const char *in, char *out);
 /* True when norm is the workspace root, the state dir, or inside a read-only part. */
 bool wspath_readonly(const char *norm);
 
-/* True when glob matches the whole of path (both normalised). */
-bool wspath_glob_match(const char *glob, const char *path);
+/* How --writable globs match normalised paths (base/glob.h): path mode,
+ * wildcards do not match a leading '.' of a component, and "dir/" "**" does not
+ * match dir itself. */
+#define WSPATH_GLOB_MODE (GLOB_PATH | GLOB_PERIOD | GLOB_NO_DIR_SELF)
 
 /* The parsed --writable globs. */
 struct wspath_rules {
@@ -61,8 +65,8 @@ struct wspath_rules {
 
 /* Parses a comma-separated glob list into r (empty globs are skipped).
  * Returns 0, or -EINVAL with err set: a glob that is absolute, contains "..",
- * starts with a wildcard component, or names a read-only part or the state
- * dir; too many globs. r is set only on success; release with wspath_rules_done. */
+ * is malformed (glob_valid), starts with a wildcard component, or names a
+ * read-only part or the state dir; too many globs. r is set only on success; release with wspath_rules_done. */
 int wspath_rules_parse(const char *csv, struct wspath_rules *r, struct tern_err *err);
 void wspath_rules_done(struct wspath_rules *r);
 

@@ -2,6 +2,7 @@
  * See session_spec.h; the rules mirror crds/agentsessions.tern.dev.yaml. */
 #include "session_spec.h"
 
+#include "base/glob.h"
 #include "base/mem.h"
 #include "base/num.h"
 #include "json/json.h"
@@ -339,7 +340,7 @@ fail:
     return r;
 }
 
-/* ---- CIDRs and globs ---- */
+/* ---- CIDRs ---- */
 
 int session_cidr_parse(const char *text, struct session_cidr *ret)
 {
@@ -367,71 +368,13 @@ int session_cidr_parse(const char *text, struct session_cidr *ret)
     return 0;
 }
 
-enum gtok { G_LIT, G_ONE, G_STAR, G_DSTAR };
-
-bool session_glob_match(const char *glob, const char *s, bool path)
-{
-    size_t gl = strlen(glob), n = strlen(s);
-    /* a trailing slash-double-star also matches the directory itself */
-    if (path && gl >= 3 && strcmp(glob + gl - 3, "/**") == 0 && n == gl - 3 &&
-        memcmp(glob, s, n) == 0)
-        return true;
-    bool *prev = xcalloc(n + 1, sizeof *prev);
-    bool *cur = xcalloc(n + 1, sizeof *cur);
-    prev[0] = true;
-    for (size_t gi = 0; gi < gl;) {
-        enum gtok t = G_LIT;
-        char c = glob[gi];
-        if (c == '*' && glob[gi + 1] == '*') {
-            t = path ? G_DSTAR : G_STAR;
-            gi += 2;
-            while (glob[gi] == '*')
-                gi++;
-        } else if (c == '*') {
-            t = G_STAR;
-            gi++;
-        } else if (c == '?') {
-            t = G_ONE;
-            gi++;
-        } else {
-            gi++;
-        }
-        bool any_path = !path || t == G_DSTAR;
-        switch (t) {
-        case G_LIT:
-            cur[0] = false;
-            for (size_t j = 1; j <= n; j++)
-                cur[j] = prev[j - 1] && s[j - 1] == c;
-            break;
-        case G_ONE:
-            cur[0] = false;
-            for (size_t j = 1; j <= n; j++)
-                cur[j] = prev[j - 1] && (!path || s[j - 1] != '/');
-            break;
-        case G_STAR:
-        case G_DSTAR:
-            cur[0] = prev[0];
-            for (size_t j = 1; j <= n; j++)
-                cur[j] = prev[j] || (cur[j - 1] && (any_path || s[j - 1] != '/'));
-            break;
-        }
-        bool *tmp = prev;
-        prev = cur;
-        cur = tmp;
-    }
-    bool m = prev[n];
-    free(prev);
-    free(cur);
-    return m;
-}
-
 bool session_spec_requires_approval(const struct session_spec *s, unsigned tool,
                                     const char *subject)
 {
     for (size_t i = 0; i < s->permissions.napprovals; i++) {
         const struct session_approval_rule *a = &s->permissions.approvals[i];
         if (a->tool == tool &&
-            session_glob_match(a->glob, subject, tool != SESSION_TOOL_EXEC_COMMAND))
+            glob_match(a->glob, subject, tool == SESSION_TOOL_EXEC_COMMAND ? GLOB_TEXT : GLOB_PATH))
             return true;
     }
     return false;
@@ -440,7 +383,7 @@ bool session_spec_requires_approval(const struct session_spec *s, unsigned tool,
 bool session_spec_path_writable(const struct session_spec *s, const char *path)
 {
     for (size_t i = 0; i < s->permissions.nwritable; i++)
-        if (session_glob_match(s->permissions.writable[i], path, true))
+        if (glob_match(s->permissions.writable[i], path, GLOB_PATH))
             return true;
     return false;
 }
@@ -530,6 +473,11 @@ static int parse_permissions(const cJSON *spec, struct session_spec *s, struct t
                                "%s.requiresApproval[%zu]: must be \"tool:glob\" with tool one of "
                                "exec_command, read_file, write_file, list_files",
                                path, i);
+            if (!glob_valid(colon + 1))
+                return err_set(err, TERN_EINVALID,
+                               "%s.requiresApproval[%zu]: invalid glob (unterminated [class], "
+                               "reversed range or trailing backslash)",
+                               path, i);
             if (!(s->permissions.tools & t))
                 return err_set(err, TERN_EINVALID,
                                "%s.requiresApproval[%zu]: tool %s is not in %s.tools", path, i,
@@ -547,6 +495,8 @@ static int parse_permissions(const cJSON *spec, struct session_spec *s, struct t
         return r;
     for (size_t i = 0; i < s->permissions.nwritable; i++) {
         const char *why = writable_problem(s->permissions.writable[i]);
+        if (!why && !glob_valid(s->permissions.writable[i]))
+            why = "invalid glob (unterminated [class], reversed range or trailing backslash)";
         if (why)
             return err_set(err, TERN_EINVALID, "%s.writablePaths[%zu]: %s", path, i, why);
     }

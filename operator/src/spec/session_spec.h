@@ -178,18 +178,14 @@ void session_spec_free(struct session_spec *s);
 int session_spec_check_update(const struct session_spec *old, const struct session_spec *cur,
                               struct tern_err *err);
 
-/* Glob match. `*` matches any run of characters except '/' and `**` any run
- * including '/' when path is true; when path is false (commands) both match
- * anything. `?` matches one character (not '/' for paths). Runs in
- * O(len(glob) * len(s)). */
-bool session_glob_match(const char *glob, const char *s, bool path);
-
 /* Whether a call of tool on subject (the command for exec_command, the
- * workspace-relative path otherwise) needs approval under spec. */
+ * workspace-relative path otherwise) needs approval under spec. Globs as in
+ * base/glob.h: GLOB_TEXT for exec_command, GLOB_PATH otherwise. */
 bool session_spec_requires_approval(const struct session_spec *s, unsigned tool,
                                     const char *subject);
 
-/* Whether the workspace-relative path may be written under spec. */
+/* Whether the workspace-relative path may be written under spec (some
+ * writablePaths glob matches it in GLOB_PATH mode). */
 bool session_spec_path_writable(const struct session_spec *s, const char *path);
 
 /* Parses "a.b.c.d/n" or an IPv6 "x::y/n". Returns 0 and *ret (ret->text is
