@@ -121,8 +121,6 @@
 #define TERN_KUBE_MAX_EVENT_QUEUE  1000        /* events waiting to be written */
 #define TERN_KUBE_MAX_EVENT_SERIES 4096        /* distinct events aggregated */
 
-/* yaml/yamljson */
-#define TERN_YAML_MAX_EXPANDED_BYTES (64u << 20) /* scalar+key bytes after alias expansion */
 
 /* tern-dev controllers and local kubelet (devctl/, kubelet/) */
 #define TERN_KUBELET_MAX_PROC_FILE   8192        /* a /proc/<pid>/stat or cgroup file */
@@ -130,8 +128,6 @@
 #define TERN_KUBELET_MAX_VALUE       (1u << 20)  /* one expanded env value / downward file */
 #define TERN_KUBELET_MAX_KEY_FILE    4096        /* the service-account key file */
 
-/* yaml/yamljson */
-#define TERN_YAML_MAX_EXPANDED_BYTES (64u << 20) /* scalar+key bytes after alias expansion */
 
 /* base/glob (policy approval/writable globs, spec globs, sandboxd --writable) */
 #define TERN_GLOB_MAX_PATTERN 4096 /* one glob, bytes */
