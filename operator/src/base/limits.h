@@ -128,7 +128,6 @@
 #define TERN_KUBELET_MAX_VALUE       (1u << 20)  /* one expanded env value / downward file */
 #define TERN_KUBELET_MAX_KEY_FILE    4096        /* the service-account key file */
 
-
 /* base/glob (policy approval/writable globs, spec globs, sandboxd --writable) */
 #define TERN_GLOB_MAX_PATTERN 4096 /* one glob, bytes */
 
