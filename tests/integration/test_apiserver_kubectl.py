@@ -455,6 +455,14 @@ spec:
         eq(out.strip(), "yes", "admin")
         rc, out, _ = k("auth", "can-i", "get", "pods", "--as=alice", check=False)
         eq((rc, out.strip()), (1, "no"), "an unknown user")
+        # kubectl auth whoami (SelfSubjectReview), also impersonated
+        _, out, _ = k("auth", "whoami", "-o", "json")
+        eq(json.loads(out)["status"]["userInfo"]["username"], "tern-dev:admin", "whoami")
+        _, out, _ = k("auth", "whoami", "-o", "json", bot)
+        eq(json.loads(out)["status"]["userInfo"], {
+            "username": "system:serviceaccount:default:bot",
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:default",
+                       "system:authenticated"]}, "whoami as the service account")
         # the admin may impersonate groups too; system:masters is everything
         _, out, _ = k("auth", "can-i", "delete", "nodes", bot, "--as-group=system:masters")
         eq(out.strip(), "yes", "impersonated system:masters")

@@ -63,6 +63,8 @@ def main():
             a = t.session("s1")["metadata"]["annotations"]
             eq(a.get("tern.dev/deny"), "ap-1", "deny annotation")
             eq(a.get("tern.dev/reason"), "not today", "reason")
+            # without --as-user: who the API server says we are (SelfSubjectReview)
+            eq(a.get("tern.dev/decided-by"), "tern-dev:admin", "decided-by from whoami")
 
         def say_appends():
             tern(t, "say", "s1", "first")

@@ -399,6 +399,7 @@ int apiproto_decode(const void *data, size_t n, cJSON **ret, struct tern_err *er
         {"rbac.authorization.k8s.io/v1", "RoleBinding"},
         {"rbac.authorization.k8s.io/v1", "ClusterRoleBinding"},
         {"authorization.k8s.io/v1", "SelfSubjectAccessReview"},
+        {"authentication.k8s.io/v1", "SelfSubjectReview"},
     };
     bool known = false;
     for (size_t i = 0; i < N(kinds); i++)

@@ -56,6 +56,8 @@ static const struct builtin builtins[] = {
      "/registry/events.k8s.io/events", ""},
     {"authorization.k8s.io", "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview",
      "SelfSubjectAccessReview", false, false, "", "", "/registry/selfsubjectaccessreviews", ""},
+    {"authentication.k8s.io", "v1", "selfsubjectreviews", "selfsubjectreview",
+     "SelfSubjectReview", false, false, "", "", "/registry/selfsubjectreviews", ""},
     {"apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
      "CustomResourceDefinition", false, true, "crd,crds", "api-extensions",
      "/registry/apiextensions.k8s.io/customresourcedefinitions", ""},
@@ -210,7 +212,8 @@ static struct apires_table *table_build(cJSON *crds)
         r->kind = xstrdup(b->kind);
         r->list_kind = xasprintf("%sList", b->kind);
         r->namespaced = b->namespaced;
-        r->review = strcmp(b->kind, "SelfSubjectAccessReview") == 0;
+        r->review = strcmp(b->kind, "SelfSubjectAccessReview") == 0 ||
+                    strcmp(b->kind, "SelfSubjectReview") == 0;
         r->has_status = b->has_status;
         r->short_names = split_list(b->shorts);
         r->categories = split_list(b->cats);

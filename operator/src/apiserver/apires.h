@@ -33,7 +33,8 @@ struct apires {
     char **categories;        /* NULL-terminated */
     char *prefix;             /* etcd key prefix without trailing slash */
     char **fields;            /* extra field-selector paths, NULL-terminated */
-    bool review;              /* a review (SelfSubjectAccessReview): POST only, answered
+    bool review;              /* a review (SelfSubjectAccessReview, SelfSubjectReview):
+                               * POST only, answered
                                * from the request, never stored */
     /* custom resources only */
     bool crd;

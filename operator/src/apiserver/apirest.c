@@ -2844,10 +2844,31 @@ static bool is_namespace(const struct apires *res)
     return !res->crd && strcmp(res->kind, "Namespace") == 0;
 }
 
-/* POST of a review (SelfSubjectAccessReview): the answer for the requesting
- * user, computed from the spec and never stored. */
+/* SelfSubjectReview (kubectl auth whoami): the requesting user. */
+static void handle_whoami(struct rq *q)
+{
+    static const struct rbac_user in_process = {"system:apiserver", {"system:masters"}, 1};
+    const struct rbac_user *u = q->req->user ? q->req->user : &in_process;
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddStringToObject(out, "kind", q->res->kind);
+    cJSON_AddStringToObject(out, "apiVersion", "authentication.k8s.io/v1");
+    cJSON_AddNullToObject(cJSON_AddObjectToObject(out, "metadata"), "creationTimestamp");
+    cJSON *ui = cJSON_AddObjectToObject(cJSON_AddObjectToObject(out, "status"), "userInfo");
+    cJSON_AddStringToObject(ui, "username", u->name);
+    cJSON *groups = cJSON_AddArrayToObject(ui, "groups");
+    for (size_t i = 0; i < u->ngroups; i++)
+        cJSON_AddItemToArray(groups, cJSON_CreateString(u->groups[i]));
+    respond_json(q->resp, 201, out);
+}
+
+/* POST of a review: SelfSubjectAccessReview (the answer for the requesting
+ * user, computed from the spec) or SelfSubjectReview; never stored. */
 static void handle_review(struct rq *q)
 {
+    if (strcmp(q->res->kind, "SelfSubjectReview") == 0) {
+        handle_whoami(q);
+        return;
+    }
     cJSON *obj = NULL;
     char dup[256];
     cJSON *st = decode_body(q, &obj, dup, false);

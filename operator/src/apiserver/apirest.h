@@ -70,6 +70,7 @@ struct apirest_req {
      * callers). reason as rbac_allows. */
     bool (*can)(void *ctx, const struct rbac_request *r, char *reason, size_t reason_len);
     void *can_ctx;
+    const struct rbac_user *user;   /* who asks (SelfSubjectReview); NULL = in-process */
 };
 
 struct apirest_watch;

@@ -248,6 +248,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         .body_too_large = c->too_large,
         .can = s->auth ? apiauth_can : NULL,
         .can_ctx = &c->who,
+        .user = s->auth ? &c->who.user : NULL,
     };
     cJSON *denied = NULL;
     if (s->auth && apiauth_authorize(s->auth, &c->who, &req, &denied)) {

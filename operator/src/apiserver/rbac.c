@@ -212,10 +212,12 @@ bool rbac_allows(const struct rbac_policy *p, const struct rbac_user *u,
                  "\"system:discovery\" to Group \"system:authenticated\"");
         return true;
     }
-    if (r->resource_request && strcmp(r->verb, "create") == 0 && r->group &&
-        strcmp(r->group, "authorization.k8s.io") == 0 && r->resource &&
-        (strcmp(r->resource, "selfsubjectaccessreviews") == 0 ||
-         strcmp(r->resource, "selfsubjectrulesreviews") == 0) &&
+    if (r->resource_request && strcmp(r->verb, "create") == 0 && r->group && r->resource &&
+        ((strcmp(r->group, "authorization.k8s.io") == 0 &&
+          (strcmp(r->resource, "selfsubjectaccessreviews") == 0 ||
+           strcmp(r->resource, "selfsubjectrulesreviews") == 0)) ||
+         (strcmp(r->group, "authentication.k8s.io") == 0 &&
+          strcmp(r->resource, "selfsubjectreviews") == 0)) &&
         empty(r->subresource) && in_group(u, "system:authenticated")) {
         snprintf(reason, reason_len,
                  "RBAC: allowed by ClusterRoleBinding \"system:basic-user\" of ClusterRole "

@@ -20,7 +20,8 @@
  *     and system:basic-user bindings do: every member of
  *     system:authenticated may GET /api, /apis, /version, /openapi and the
  *     health paths, with or without a trailing path, and create
- *     selfsubjectaccessreviews and selfsubjectrulesreviews;
+ *     selfsubjectaccessreviews, selfsubjectrulesreviews and
+ *     (authentication.k8s.io) selfsubjectreviews;
  *   - the group system:masters is allowed everything.
  *
  * Nothing is allowed unless a rule says so. A rule with an unknown field
