@@ -687,11 +687,14 @@ int controller_reconcile(struct controller *c, const char *key, struct tern_err 
 
 /* A failed reconcile is told on the session too (a Warning Event; repeats
  * aggregate into one series), so `kubectl describe` shows what the operator
- * cannot do, e.g. a create its RBAC forbids, not only its log. */
-static void record_failure(struct controller *c, const char *key, const struct tern_err *err)
+ * cannot do, e.g. a create its RBAC forbids, not only its log. Conflicts
+ * and vanished objects are the normal cost of optimistic concurrency and
+ * are only retried. */
+static void record_failure(struct controller *c, const char *key, int code,
+                           const struct tern_err *err)
 {
     const char *slash = strchr(key, '/');
-    if (!c->cfg.recorder || !slash)
+    if (!c->cfg.recorder || !slash || code == TERN_ECONFLICT || code == TERN_ENOTFOUND)
         return;
     char *ns = xstrndup(key, (size_t)(slash - key));
     cJSON *session = informer_get(c->inf[W_SESSIONS], ns, slash + 1);
@@ -699,7 +702,7 @@ static void record_failure(struct controller *c, const char *key, const struct t
         struct recorder_ref ref;
         recorder_ref_of(session, &ref);
         recorder_event(c->cfg.recorder, &ref, "Warning", "ReconcileError", "Reconcile", "%s",
-                       err->msg[0] ? err->msg : err_str(err->code));
+                       err->msg[0] ? err->msg : err_str(code));
     }
     cJSON_Delete(session);
     free(ns);
@@ -734,7 +737,7 @@ static void *worker_main(void *arg)
         if (r) {
             long delay = 0;
             workqueue_add_rate_limited(c->q, key, &delay);
-            record_failure(c, key, &err);
+            record_failure(c, key, r, &err);
             if (c->cfg.on_error)
                 c->cfg.on_error(c->cfg.ctx, key, &err, delay);
         } else {
