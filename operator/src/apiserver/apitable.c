@@ -1,6 +1,7 @@
 /* apitable.c - server-side tables. See apitable.h. */
 #include "apitable.h"
 
+#include "apievent.h"
 #include "base/buf.h"
 #include "base/mem.h"
 #include "base/num.h"
@@ -363,7 +364,7 @@ static void builtin_columns(const struct apires *res, cJSON *cols)
         add_col(cols, "Access Modes", "string", "", "", 0);
         add_col(cols, "StorageClass", "string", "", "", 0);
         add_col(cols, "Age", "string", "", "", 0);
-    } else if (strcmp(k, "Event") == 0 && !*res->group) {
+    } else if (strcmp(k, "Event") == 0) {
         cJSON_DeleteItemFromArray(cols, 0);
         add_col(cols, "Last Seen", "string", "", "", 0);
         add_col(cols, "Type", "string", "", "", 0);
@@ -401,6 +402,43 @@ static cJSON *pod_status(const cJSON *o)
     if (sget(o, ".metadata.deletionTimestamp"))
         st = "Terminating";
     return cJSON_CreateString(st);
+}
+
+/* kube-apiserver prints both Event APIs from the core shape: LAST SEEN
+ * (series.lastObservedTime, lastTimestamp, firstTimestamp, eventTime),
+ * TYPE, REASON, OBJECT (kind/name, kind lower-cased), MESSAGE. */
+static void event_cells(const struct apires *res, const cJSON *obj, cJSON *cells, time_t now)
+{
+    cJSON *core = NULL;
+    const cJSON *o = obj;
+    if (res->core_event) {
+        core = json_dup(obj);
+        apievent_to_core(core);
+        o = core;
+    }
+    cJSON_Delete(cJSON_DetachItemFromArray(cells, 0));
+    const char *last = sget(o, ".series.lastObservedTime");
+    if (!last)
+        last = sget(o, ".lastTimestamp");
+    if (!last)
+        last = sget(o, ".firstTimestamp");
+    if (!last)
+        last = sget(o, ".eventTime");
+    if (!last)
+        last = sget(o, ".metadata.creationTimestamp");
+    cJSON_AddItemToArray(cells, age_cell(last, now));
+    const char *t = sget(o, ".type"), *r = sget(o, ".reason"), *m = sget(o, ".message");
+    cJSON_AddItemToArray(cells, cJSON_CreateString(t ? t : ""));
+    cJSON_AddItemToArray(cells, cJSON_CreateString(r ? r : ""));
+    const char *ik = sget(o, ".involvedObject.kind"), *in = sget(o, ".involvedObject.name");
+    char b[512];
+    snprintf(b, sizeof(b), "%s/%s", ik ? ik : "", in ? in : "");
+    for (char *c = b; *c && c < b + strlen(ik ? ik : ""); c++)
+        if (*c >= 'A' && *c <= 'Z')
+            *c = (char)(*c - 'A' + 'a');
+    cJSON_AddItemToArray(cells, cJSON_CreateString(b));
+    cJSON_AddItemToArray(cells, cJSON_CreateString(m ? m : ""));
+    cJSON_Delete(core);
 }
 
 static void builtin_cells(const struct apires *res, const cJSON *o, cJSON *cells, time_t now)
@@ -515,22 +553,8 @@ static void builtin_cells(const struct apires *res, const cJSON *o, cJSON *cells
         cJSON_AddItemToArray(cells, cJSON_CreateString(strcmp(m, "ReadWriteOnce") == 0 ? "RWO" : m));
         cJSON_AddItemToArray(cells, cJSON_CreateString(sc ? sc : "<unset>"));
         cJSON_AddItemToArray(cells, age_cell(ts, now));
-    } else if (strcmp(k, "Event") == 0 && !*res->group) {
-        cJSON_Delete(cJSON_DetachItemFromArray(cells, 0));
-        const char *last = sget(o, ".lastTimestamp");
-        if (!last)
-            last = sget(o, ".eventTime");
-        cJSON_AddItemToArray(cells, age_cell(last ? last : ts, now));
-        const char *t = sget(o, ".type"), *r = sget(o, ".reason"), *m = sget(o, ".message");
-        cJSON_AddItemToArray(cells, cJSON_CreateString(t ? t : ""));
-        cJSON_AddItemToArray(cells, cJSON_CreateString(r ? r : ""));
-        const char *ik = sget(o, ".involvedObject.kind"), *in = sget(o, ".involvedObject.name");
-        snprintf(b, sizeof(b), "%s/%s", ik ? ik : "", in ? in : "");
-        for (char *c = b; *c && c < b + strlen(ik ? ik : ""); c++)
-            if (*c >= 'A' && *c <= 'Z')
-                *c = (char)(*c - 'A' + 'a');
-        cJSON_AddItemToArray(cells, cJSON_CreateString(b));
-        cJSON_AddItemToArray(cells, cJSON_CreateString(m ? m : ""));
+    } else if (strcmp(k, "Event") == 0) {
+        event_cells(res, o, cells, now);
     } else if (strcmp(k, "Lease") == 0) {
         const char *h = sget(o, ".spec.holderIdentity");
         cJSON_AddItemToArray(cells, cJSON_CreateString(h ? h : ""));
