@@ -490,6 +490,12 @@ spec:
             eq(len(row), 1, res + " row")
             eq(row[0].split()[1:], ["Warning", "TestReason", "configmap/evcm", "seen", "through",
                                     "both", "APIs"], res + " cells")
+        _, out, _ = k("get", "events", "-o", "wide", "--field-selector", "involvedObject.name=evcm")
+        lines = out.splitlines()
+        eq(lines[0].split(), ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE",
+                              "MESSAGE", "FIRST", "SEEN", "COUNT", "NAME"], "wide columns")
+        contains(lines[1], "tern.dev/test, test-0")
+        eq(lines[1].split()[-2:], ["1", "ev1"], "count and name")
         _, out, _ = k("get", "events", "ev1", "-o", "json")
         core = json.loads(out)
         eq((core["apiVersion"], core["message"], core["reportingComponent"],

@@ -10,6 +10,7 @@
 #include "http/httpc.h"
 #include "apiserver/apistore.h"
 #include "apiserver/apiwatch.h"
+#include "base/buf.h"
 #include "base/mem.h"
 #include "base/num.h"
 #include "devctl/satoken.h"
@@ -358,6 +359,67 @@ TEST_T(events_one_store_two_apis, 60)
                   404);
     cJSON_Delete(r);
     apirest_done(&rest);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+/* A watch through events.k8s.io/v1 selects stored core events with its own
+ * labels and sends them in its shape. */
+TEST_T(events_watch_in_the_served_shape, 60)
+{
+    struct etcd *c = start();
+    struct tern_err e = {0};
+    struct apistore st;
+    apistore_init(&st, c);
+    int64_t rev0 = 0;
+    ASSERT_OK(apistore_revision(&st, &rev0, &e));
+    struct apiwatch_hub *h = NULL;
+    ASSERT_OK(apiwatch_hub_start(c, "/registry/", rev0, 0, &h, &e));
+    struct apirest rest;
+    ASSERT_OK(apirest_init(&rest, c, h, "127.0.0.1:0", &e));
+    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    const struct apirest_arg args[] = {{"watch", "true"}, {"fieldSelector", "regarding.name=s1"}};
+    struct apirest_req req = {.method = "GET",
+                              .path = "/apis/events.k8s.io/v1/namespaces/default/events",
+                              .args = args,
+                              .nargs = 2};
+    struct apirest_resp resp = {0};
+    apirest_handle(&rest, &req, &resp);
+    ASSERT_EQ_INT(resp.status, 200);
+    ASSERT_NOT_NULL(resp.watch);
+    /* through core/v1: first an event about another object, then one about s1 */
+    const char *names[] = {"other", "s1"};
+    for (int i = 0; i < 2; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"metadata\":{\"name\":\"e-%s\"},\"involvedObject\":{\"kind\":"
+                 "\"AgentSession\",\"name\":\"%s\"},\"reason\":\"R\",\"message\":\"about %s\","
+                 "\"reportingComponent\":\"op\"}",
+                 names[i], names[i], names[i]);
+        ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/default/events", NULL, body,
+                                 NULL),
+                      201);
+    }
+    struct buf out;
+    buf_init(&out, 1u << 22);
+    for (int i = 0; i < 50 && !strchr(buf_str(&out), '\n'); i++)
+        ASSERT_EQ_INT(apirest_watch_next(resp.watch, &out, 100), 0);
+    const char *nl = strchr(buf_str(&out), '\n');
+    ASSERT_NOT_NULL(nl);
+    cJSON *ev = NULL;
+    ASSERT_OK(json_parse(buf_str(&out), (size_t)(nl - buf_str(&out)), &ev, &e));
+    ASSERT_EQ_STR(js(ev, "type"), "ADDED");
+    const cJSON *o = json_get(ev, "object");
+    ASSERT_EQ_STR(js(o, "apiVersion"), "events.k8s.io/v1");
+    ASSERT_EQ_STR(js(o, "note"), "about s1");
+    ASSERT_EQ_STR(js(o, "reportingController"), "op");
+    ASSERT_EQ_STR(js(json_get(o, "regarding"), "name"), "s1");
+    ASSERT_NULL(json_get(o, "involvedObject"));
+    cJSON_Delete(ev);
+    buf_done(&out);
+    apirest_resp_done(&resp);
+    apirest_done(&rest);
+    apiwatch_hub_stop(h);
     etcd_free(c);
     etcd_fixture_stop(&fx);
 }

@@ -9,8 +9,11 @@
 #include "json/json.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const struct apires *find(struct apires_table *t, const char *group);
 
 static cJSON *J(const char *s)
 {
@@ -145,6 +148,30 @@ TEST(legacy_core_event_without_event_time)
     cJSON_Delete(o);
 }
 
+TEST(legacy_event_table_row)
+{
+    struct apires_registry reg;
+    apires_registry_init(&reg);
+    struct apires_table *t = apires_get(&reg);
+    time_t now = 0;
+    ASSERT_OK(apitable_parse_time("2026-11-30T03:00:00Z", &now));
+    cJSON *o = J("{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"name\":\"p.1\"},"
+                 "\"involvedObject\":{\"kind\":\"Pod\",\"name\":\"p\",\"fieldPath\":"
+                 "\"spec.containers{c}\"},\"reason\":\"Pulled\",\"message\":\"pulled\","
+                 "\"source\":{\"component\":\"kubelet\",\"host\":\"node-1\"},"
+                 "\"firstTimestamp\":\"2026-11-30T01:00:00Z\",\"lastTimestamp\":"
+                 "\"2026-11-30T02:00:00Z\",\"count\":7,\"type\":\"Normal\"}");
+    cJSON *tab = apitable_build(find(t, ""), &o, 1, APITABLE_NONE, NULL, now);
+    char *cells = json_print(json_get(cJSON_GetArrayItem(json_get(tab, "rows"), 0), "cells"));
+    ASSERT_EQ_STR(cells, "[\"60m\",\"Normal\",\"Pulled\",\"pod/p\",\"spec.containers{c}\","
+                         "\"kubelet, node-1\",\"pulled\",\"120m\",7,\"p.1\"]");
+    free(cells);
+    cJSON_Delete(tab);
+    cJSON_Delete(o);
+    apires_put(&reg, t);
+    apires_registry_done(&reg);
+}
+
 TEST(fields_of_the_other_shape_are_dropped_and_non_objects_refused)
 {
     cJSON *o = J("{\"apiVersion\":\"events.k8s.io/v1\",\"note\":\"n\",\"message\":\"m\","
@@ -202,9 +229,17 @@ TEST(both_apis_share_the_core_store_and_table_columns)
     for (int i = 0; i < 2; i++) {
         cJSON *tab = i ? tc : tv;
         const cJSON *cols = json_get(tab, "columnDefinitions");
-        ASSERT_EQ_INT(cJSON_GetArraySize(cols), 5);
-        ASSERT_EQ_STR(json_get(cJSON_GetArrayItem(cols, 0), "name")->valuestring, "Last Seen");
-        ASSERT_EQ_STR(json_get(cJSON_GetArrayItem(cols, 3), "name")->valuestring, "Object");
+        ASSERT_EQ_INT(cJSON_GetArraySize(cols), 10);
+        char names[256] = "";
+        for (const cJSON *col = cols->child; col; col = col->next) {
+            size_t l = strlen(names);
+            int64_t prio = -1;
+            ASSERT_OK(json_item_int64(json_get(col, "priority"), &prio));
+            snprintf(names + l, sizeof(names) - l, "%s%s/%lld", l ? "," : "",
+                     json_get(col, "name")->valuestring, (long long)prio);
+        }
+        ASSERT_EQ_STR(names, "Last Seen/0,Type/0,Reason/0,Object/0,Subobject/1,Source/1,"
+                             "Message/0,First Seen/1,Count/1,Name/1");
         const cJSON *cells = json_get(cJSON_GetArrayItem(json_get(tab, "rows"), 0), "cells");
         char *s = json_print(cells);
         if (!want)
@@ -214,8 +249,11 @@ TEST(both_apis_share_the_core_store_and_table_columns)
             free(s);
         }
     }
-    /* last seen from series.lastObservedTime: 03:05:00 -> 60s */
-    ASSERT_EQ_STR(want, "[\"60s\",\"Warning\",\"TurnFailed\",\"agentsession/s1\",\"model 500\"]");
+    /* last seen from series.lastObservedTime (03:05:00 -> 60s), first seen
+     * from eventTime, count from the series */
+    ASSERT_EQ_STR(want, "[\"60s\",\"Warning\",\"TurnFailed\",\"agentsession/s1\",\"\","
+                        "\"tern.dev/operator, tern-operator-0\",\"model 500\",\"6m\",4,"
+                        "\"s1.17a\"]");
     free(want);
     /* the row's object stays in the served shape */
     const cJSON *obj = json_get(cJSON_GetArrayItem(json_get(tv, "rows"), 0), "object");

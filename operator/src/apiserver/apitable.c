@@ -370,7 +370,12 @@ static void builtin_columns(const struct apires *res, cJSON *cols)
         add_col(cols, "Type", "string", "", "", 0);
         add_col(cols, "Reason", "string", "", "", 0);
         add_col(cols, "Object", "string", "", "", 0);
+        add_col(cols, "Subobject", "string", "", "", 1);
+        add_col(cols, "Source", "string", "", "", 1);
         add_col(cols, "Message", "string", "", "", 0);
+        add_col(cols, "First Seen", "string", "", "", 1);
+        add_col(cols, "Count", "string", "", "", 1);
+        add_col(cols, "Name", "string", "", "", 1);
     } else if (strcmp(k, "Lease") == 0) {
         add_col(cols, "Holder", "string", "", "", 0);
         add_col(cols, "Age", "string", "", "", 0);
@@ -406,7 +411,11 @@ static cJSON *pod_status(const cJSON *o)
 
 /* kube-apiserver prints both Event APIs from the core shape: LAST SEEN
  * (series.lastObservedTime, lastTimestamp, firstTimestamp, eventTime),
- * TYPE, REASON, OBJECT (kind/name, kind lower-cased), MESSAGE. */
+ * TYPE, REASON, OBJECT (kind/name, kind lower-cased), MESSAGE; wide:
+ * SUBOBJECT (involvedObject.fieldPath), SOURCE (source.component or
+ * reportingComponent, then ", " and source.host or reportingInstance),
+ * FIRST SEEN (firstTimestamp, eventTime), COUNT (series.count, count, 1),
+ * NAME. */
 static void event_cells(const struct apires *res, const cJSON *obj, cJSON *cells, time_t now)
 {
     cJSON *core = NULL;
@@ -417,15 +426,16 @@ static void event_cells(const struct apires *res, const cJSON *obj, cJSON *cells
         o = core;
     }
     cJSON_Delete(cJSON_DetachItemFromArray(cells, 0));
+    const char *first = sget(o, ".firstTimestamp");
+    if (!first)
+        first = sget(o, ".eventTime");
+    if (!first)
+        first = sget(o, ".metadata.creationTimestamp");
     const char *last = sget(o, ".series.lastObservedTime");
     if (!last)
         last = sget(o, ".lastTimestamp");
     if (!last)
-        last = sget(o, ".firstTimestamp");
-    if (!last)
-        last = sget(o, ".eventTime");
-    if (!last)
-        last = sget(o, ".metadata.creationTimestamp");
+        last = first;
     cJSON_AddItemToArray(cells, age_cell(last, now));
     const char *t = sget(o, ".type"), *r = sget(o, ".reason"), *m = sget(o, ".message");
     cJSON_AddItemToArray(cells, cJSON_CreateString(t ? t : ""));
@@ -437,7 +447,26 @@ static void event_cells(const struct apires *res, const cJSON *obj, cJSON *cells
         if (*c >= 'A' && *c <= 'Z')
             *c = (char)(*c - 'A' + 'a');
     cJSON_AddItemToArray(cells, cJSON_CreateString(b));
+    const char *fp = sget(o, ".involvedObject.fieldPath");
+    cJSON_AddItemToArray(cells, cJSON_CreateString(fp ? fp : ""));
+    const char *comp = sget(o, ".source.component"), *host = sget(o, ".source.host");
+    if (!comp || !*comp)
+        comp = sget(o, ".reportingComponent");
+    if (!host || !*host)
+        host = sget(o, ".reportingInstance");
+    snprintf(b, sizeof(b), "%s%s%s", comp ? comp : "", host && *host ? ", " : "",
+             host ? host : "");
+    cJSON_AddItemToArray(cells, cJSON_CreateString(b));
     cJSON_AddItemToArray(cells, cJSON_CreateString(m ? m : ""));
+    cJSON_AddItemToArray(cells, age_cell(first, now));
+    int64_t count = iget(o, ".count");
+    if (apitable_jsonpath(o, ".series"))
+        count = iget(o, ".series.count");
+    else if (count == 0)
+        count = 1;
+    cJSON_AddItemToArray(cells, cJSON_CreateNumber((double)count));
+    const char *name = sget(o, ".metadata.name");
+    cJSON_AddItemToArray(cells, cJSON_CreateString(name ? name : ""));
     cJSON_Delete(core);
 }
 
