@@ -10,7 +10,8 @@ status subresource + wait --for=condition, generation rules, finalizers,
 and built-ins from -f manifests (configmap, secret, pod, job) including
 strategic merge patches as kubectl apply sends them; RBAC objects from
 kubectl's generators and `kubectl auth can-i --as` (impersonation and
-SelfSubjectAccessReview).
+SelfSubjectAccessReview); Events: one store served as core/v1 and
+events.k8s.io/v1 (get, columns, field selectors, describe's Events).
 """
 import glob
 import json
@@ -78,6 +79,19 @@ spec:
         - {name: B, value: "b"}
         ports:
         - {containerPort: 8080}
+"""
+
+EVENT = """apiVersion: events.k8s.io/v1
+kind: Event
+metadata: {name: ev1}
+eventTime: "2026-11-30T03:00:00.123456Z"
+reportingController: tern.dev/test
+reportingInstance: test-0
+action: Check
+reason: TestReason
+type: Warning
+note: seen through both APIs
+regarding: {apiVersion: v1, kind: ConfigMap, namespace: default, name: evcm, uid: "%s"}
 """
 
 JOB = """apiVersion: batch/v1
@@ -470,6 +484,63 @@ spec:
                   "rolebinding/pod-reader", "role/pod-reader", "serviceaccount/bot"):
             k("delete", r)
 
+    def t_events():
+        k("create", "configmap", "evcm", "--from-literal=a=b")
+        _, uid, _ = k("get", "cm", "evcm", "-o", "jsonpath={.metadata.uid}")
+        _, out, _ = k("apply", "-f", write("ev.yaml", EVENT % uid))
+        contains(out, "event.events.k8s.io/ev1 created")
+        cols = ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+        for res in ("events", "events.v1.events.k8s.io"):
+            _, out, _ = k("get", res)
+            lines = out.splitlines()
+            eq(lines[0].split(), cols, res + " columns")
+            row = [ln for ln in lines if "configmap/evcm" in ln]
+            eq(len(row), 1, res + " row")
+            eq(row[0].split()[1:], ["Warning", "TestReason", "configmap/evcm", "seen", "through",
+                                    "both", "APIs"], res + " cells")
+        _, out, _ = k("get", "events", "-o", "wide", "--field-selector", "involvedObject.name=evcm")
+        lines = out.splitlines()
+        eq(lines[0].split(), ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE",
+                              "MESSAGE", "FIRST", "SEEN", "COUNT", "NAME"], "wide columns")
+        contains(lines[1], "tern.dev/test, test-0")
+        eq(lines[1].split()[-2:], ["1", "ev1"], "count and name")
+        _, out, _ = k("get", "events", "ev1", "-o", "json")
+        core = json.loads(out)
+        eq((core["apiVersion"], core["message"], core["reportingComponent"],
+            core["involvedObject"]["name"]),
+           ("v1", "seen through both APIs", "tern.dev/test", "evcm"), "core shape")
+        _, out, _ = k("get", "events.v1.events.k8s.io", "ev1", "-o", "json")
+        v1 = json.loads(out)
+        want = {"eventTime": "2026-11-30T03:00:00.123456Z", "reportingController": "tern.dev/test",
+                "reportingInstance": "test-0", "action": "Check", "reason": "TestReason",
+                "type": "Warning", "note": "seen through both APIs",
+                "regarding": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default",
+                              "name": "evcm", "uid": uid}}
+        eq({f: v1.get(f) for f in want}, want, "events.k8s.io round trip")
+        eq(v1["apiVersion"], "events.k8s.io/v1", "served apiVersion")
+        eq(v1["metadata"]["uid"], core["metadata"]["uid"], "one object")
+        _, out, _ = k("get", "events", "-o", "name", "--field-selector",
+                      "involvedObject.kind=ConfigMap,involvedObject.name=evcm,reason=TestReason,"
+                      "involvedObject.uid=" + uid)
+        eq(out.strip(), "event/ev1", "core field selector")
+        _, out, _ = k("get", "events.v1.events.k8s.io", "-o", "name", "--field-selector",
+                      "regarding.name=evcm,reportingController=tern.dev/test")
+        eq(out.strip(), "event.events.k8s.io/ev1", "events.k8s.io field selector")
+        k("patch", "events.v1.events.k8s.io", "ev1", "--type", "merge", "-p",
+          '{"series":{"count":3,"lastObservedTime":"2026-11-30T03:01:00.000000Z"}}')
+        _, out, _ = k("get", "events", "ev1", "-o", "jsonpath={.series.count}")
+        eq(out, "3", "series patched through events.k8s.io, read through core")
+        _, out, _ = k("describe", "cm", "evcm")
+        ev = out[out.index("Events:"):]
+        contains(ev, "Warning  TestReason")
+        contains(ev, "tern.dev/test")
+        contains(ev, "seen through both APIs")
+        _, out, _ = k("delete", "events.v1.events.k8s.io", "ev1")
+        contains(out, "deleted")
+        _, out, _ = k("get", "events", "-o", "name", "--field-selector", "involvedObject.name=evcm")
+        eq(out.strip(), "", "deleted from both")
+        k("delete", "cm", "evcm")
+
     s.run("version and discovery", t_version_discovery)
     s.run("CRD apply and wait established", t_crd)
     s.run("custom resource apply/get/describe", t_cr_apply_get)
@@ -484,6 +555,7 @@ spec:
     s.run("strict field validation and AlreadyExists", t_strict_unknown_fields)
     s.run("CRD deletion removes its resources", t_crd_delete)
     s.run("RBAC: create role/binding, auth can-i --as, Forbidden", t_rbac)
+    s.run("events: one store for core/v1 and events.k8s.io/v1", t_events)
     s.run("clean SIGTERM stop", td.check_clean_stop)
     td.cleanup()
     s.finish()

@@ -10,6 +10,7 @@
 #include "http/httpc.h"
 #include "apiserver/apistore.h"
 #include "apiserver/apiwatch.h"
+#include "base/buf.h"
 #include "base/mem.h"
 #include "base/num.h"
 #include "devctl/satoken.h"
@@ -235,6 +236,190 @@ TEST_T(in_process_requests_follow_the_api, 60)
     ASSERT_EQ_STR(json_get(r, "message")->valuestring, "pods \"p\" not found");
     cJSON_Delete(r);
     apirest_done(&rest);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+static const char *js(const cJSON *o, const char *k)
+{
+    const cJSON *v = json_get(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "(none)";
+}
+
+/* One store for both Event APIs: written through events.k8s.io/v1, read
+ * through core/v1 (and the other way round), with field selectors of both. */
+TEST_T(events_one_store_two_apis, 60)
+{
+    struct etcd *c = start();
+    struct apirest rest;
+    struct tern_err e = {0};
+    ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
+    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    cJSON *r = NULL;
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/apis/events.k8s.io/v1/namespaces/default/events",
+                             NULL,
+                             "{\"metadata\":{\"name\":\"e1\"},\"eventTime\":"
+                             "\"2026-11-30T03:00:00.000001Z\",\"reportingController\":\"op\","
+                             "\"reportingInstance\":\"op-0\",\"action\":\"A\",\"reason\":\"R\","
+                             "\"type\":\"Normal\",\"note\":\"hello\",\"regarding\":{\"kind\":"
+                             "\"AgentSession\",\"name\":\"s1\",\"namespace\":\"default\"}}",
+                             &r),
+                  201);
+    ASSERT_EQ_STR(js(r, "apiVersion"), "events.k8s.io/v1");
+    ASSERT_EQ_STR(js(r, "note"), "hello");
+    ASSERT_NULL(json_get(r, "message"));
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/events/e1", NULL, NULL, &r),
+                  200);
+    ASSERT_EQ_STR(js(r, "apiVersion"), "v1");
+    ASSERT_EQ_STR(js(r, "message"), "hello");
+    ASSERT_EQ_STR(js(r, "reportingComponent"), "op");
+    ASSERT_EQ_STR(js(json_get(r, "involvedObject"), "kind"), "AgentSession");
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET",
+                             "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Ds1"
+                             "%2CinvolvedObject.kind%3DAgentSession%2Creason%3DR",
+                             NULL, NULL, &r),
+                  200);
+    ASSERT_EQ_INT(cJSON_GetArraySize(json_get(r, "items")), 1);
+    cJSON_Delete(r);
+    /* a merge patch through events.k8s.io applies to the v1 shape */
+    ASSERT_EQ_INT(apirest_do(&rest, "PATCH", "/apis/events.k8s.io/v1/namespaces/default/events/e1",
+                             "application/merge-patch+json",
+                             "{\"series\":{\"count\":2,\"lastObservedTime\":"
+                             "\"2026-11-30T03:00:01.000001Z\"},\"note\":\"again\"}",
+                             &r),
+                  200);
+    ASSERT_EQ_STR(js(r, "note"), "again");
+    cJSON_Delete(r);
+    /* a legacy event written through core/v1 */
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/default/events", NULL,
+                             "{\"metadata\":{\"name\":\"e2\"},\"involvedObject\":{\"kind\":"
+                             "\"Pod\",\"name\":\"p\"},\"reason\":\"Pulled\",\"message\":\"m\","
+                             "\"source\":{\"component\":\"kubelet\"},\"count\":3,"
+                             "\"firstTimestamp\":\"2026-11-30T01:00:00Z\"}",
+                             &r),
+                  201);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/apis/events.k8s.io/v1/namespaces/default/events",
+                             NULL, NULL, &r),
+                  200);
+    const cJSON *items = json_get(r, "items");
+    ASSERT_EQ_INT(cJSON_GetArraySize(items), 2);
+    const cJSON *e1 = cJSON_GetArrayItem(items, 0), *e2 = cJSON_GetArrayItem(items, 1);
+    ASSERT_EQ_STR(js(e1, "note"), "again");
+    ASSERT_EQ_INT((int)json_get(json_get(e1, "series"), "count")->valuedouble, 2);
+    ASSERT_EQ_STR(js(e2, "apiVersion"), "events.k8s.io/v1");
+    ASSERT_EQ_STR(js(e2, "note"), "m");
+    ASSERT_EQ_STR(js(json_get(e2, "deprecatedSource"), "component"), "kubelet");
+    ASSERT_EQ_STR(js(e2, "deprecatedFirstTimestamp"), "2026-11-30T01:00:00Z");
+    ASSERT_EQ_INT((int)json_get(e2, "deprecatedCount")->valuedouble, 3);
+    ASSERT_NULL(json_get(e2, "eventTime"));
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET",
+                             "/apis/events.k8s.io/v1/namespaces/default/events?fieldSelector="
+                             "regarding.kind%3DPod%2CreportingController!%3Dop",
+                             NULL, NULL, &r),
+                  200);
+    ASSERT_EQ_INT(cJSON_GetArraySize(json_get(r, "items")), 1);
+    ASSERT_EQ_STR(js(json_get(cJSON_GetArrayItem(json_get(r, "items"), 0), "metadata"), "name"),
+                  "e2");
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET",
+                             "/apis/events.k8s.io/v1/namespaces/default/events?fieldSelector="
+                             "involvedObject.kind%3DPod",
+                             NULL, NULL, &r),
+                  400);
+    ASSERT_CONTAINS(js(r, "message"), "field label not supported: involvedObject.kind");
+    cJSON_Delete(r);
+    /* PUT through events.k8s.io of what it served, then delete */
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/apis/events.k8s.io/v1/namespaces/default/events/e2",
+                             NULL, NULL, &r),
+                  200);
+    cJSON_ReplaceItemInObjectCaseSensitive(r, "note", cJSON_CreateString("edited"));
+    char *body = json_print(r);
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "PUT", "/apis/events.k8s.io/v1/namespaces/default/events/e2",
+                             NULL, body, &r),
+                  200);
+    free(body);
+    ASSERT_EQ_STR(js(r, "note"), "edited");
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/events/e2", NULL, NULL, &r),
+                  200);
+    ASSERT_EQ_STR(js(r, "message"), "edited");
+    ASSERT_EQ_STR(js(json_get(r, "source"), "component"), "kubelet");
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/apis/events.k8s.io/v1/namespaces/default/events/e2",
+                             NULL, NULL, &r),
+                  200);
+    ASSERT_EQ_STR(js(r, "note"), "edited");
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/events/e2", NULL, NULL, &r),
+                  404);
+    cJSON_Delete(r);
+    apirest_done(&rest);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+/* A watch through events.k8s.io/v1 selects stored core events with its own
+ * labels and sends them in its shape. */
+TEST_T(events_watch_in_the_served_shape, 60)
+{
+    struct etcd *c = start();
+    struct tern_err e = {0};
+    struct apistore st;
+    apistore_init(&st, c);
+    int64_t rev0 = 0;
+    ASSERT_OK(apistore_revision(&st, &rev0, &e));
+    struct apiwatch_hub *h = NULL;
+    ASSERT_OK(apiwatch_hub_start(c, "/registry/", rev0, 0, &h, &e));
+    struct apirest rest;
+    ASSERT_OK(apirest_init(&rest, c, h, "127.0.0.1:0", &e));
+    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    const struct apirest_arg args[] = {{"watch", "true"}, {"fieldSelector", "regarding.name=s1"}};
+    struct apirest_req req = {.method = "GET",
+                              .path = "/apis/events.k8s.io/v1/namespaces/default/events",
+                              .args = args,
+                              .nargs = 2};
+    struct apirest_resp resp = {0};
+    apirest_handle(&rest, &req, &resp);
+    ASSERT_EQ_INT(resp.status, 200);
+    ASSERT_NOT_NULL(resp.watch);
+    /* through core/v1: first an event about another object, then one about s1 */
+    const char *names[] = {"other", "s1"};
+    for (int i = 0; i < 2; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"metadata\":{\"name\":\"e-%s\"},\"involvedObject\":{\"kind\":"
+                 "\"AgentSession\",\"name\":\"%s\"},\"reason\":\"R\",\"message\":\"about %s\","
+                 "\"reportingComponent\":\"op\"}",
+                 names[i], names[i], names[i]);
+        ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/default/events", NULL, body,
+                                 NULL),
+                      201);
+    }
+    struct buf out;
+    buf_init(&out, 1u << 22);
+    for (int i = 0; i < 50 && !strchr(buf_str(&out), '\n'); i++)
+        ASSERT_EQ_INT(apirest_watch_next(resp.watch, &out, 100), 0);
+    const char *nl = strchr(buf_str(&out), '\n');
+    ASSERT_NOT_NULL(nl);
+    cJSON *ev = NULL;
+    ASSERT_OK(json_parse(buf_str(&out), (size_t)(nl - buf_str(&out)), &ev, &e));
+    ASSERT_EQ_STR(js(ev, "type"), "ADDED");
+    const cJSON *o = json_get(ev, "object");
+    ASSERT_EQ_STR(js(o, "apiVersion"), "events.k8s.io/v1");
+    ASSERT_EQ_STR(js(o, "note"), "about s1");
+    ASSERT_EQ_STR(js(o, "reportingController"), "op");
+    ASSERT_EQ_STR(js(json_get(o, "regarding"), "name"), "s1");
+    ASSERT_NULL(json_get(o, "involvedObject"));
+    cJSON_Delete(ev);
+    buf_done(&out);
+    apirest_resp_done(&resp);
+    apirest_done(&rest);
+    apiwatch_hub_stop(h);
     etcd_free(c);
     etcd_fixture_stop(&fx);
 }

@@ -140,6 +140,10 @@ def scenario_wrong_approval_id(t):
     evs = wait_for("the Warning event", lambda: (lambda o: o if "ApprovalRejected" in o else None)(
         t.kubectl("get", "events.v1.events.k8s.io", "-o", "json")), 30)
     contains(evs, "Warning", "event type")
+    # tern-dev serves them through core/v1 too, as kube-apiserver does, so
+    # kubectl describe lists them under the session
+    out = t.kubectl("describe", "agentsession", "wrongid")
+    contains(out[out.index("Events:"):], "ApprovalRejected", "describe's Events")
 
 
 def scenario_approval_timeout(t):

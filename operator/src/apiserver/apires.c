@@ -52,8 +52,9 @@ static const struct builtin builtins[] = {
      false, "", "", "/registry/clusterroles", ""},
     {"rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding",
      "ClusterRoleBinding", false, false, "", "", "/registry/clusterrolebindings", ""},
-    {"events.k8s.io", "v1", "events", "event", "Event", true, false, "ev", "",
-     "/registry/events.k8s.io/events", ""},
+    {"events.k8s.io", "v1", "events", "event", "Event", true, false, "ev", "", "/registry/events",
+     "regarding.kind,regarding.namespace,regarding.name,regarding.uid,regarding.apiVersion,"
+     "regarding.resourceVersion,regarding.fieldPath,reason,reportingController,type"},
     {"authorization.k8s.io", "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview",
      "SelfSubjectAccessReview", false, false, "", "", "/registry/selfsubjectaccessreviews", ""},
     {"authentication.k8s.io", "v1", "selfsubjectreviews", "selfsubjectreview",
@@ -215,6 +216,7 @@ static struct apires_table *table_build(cJSON *crds)
         r->review = strcmp(b->kind, "SelfSubjectAccessReview") == 0 ||
                     strcmp(b->kind, "SelfSubjectReview") == 0;
         r->has_status = b->has_status;
+        r->core_event = strcmp(b->group, "events.k8s.io") == 0;
         r->short_names = split_list(b->shorts);
         r->categories = split_list(b->cats);
         r->prefix = xstrdup(b->prefix);

@@ -36,6 +36,9 @@ struct apires {
     bool review;              /* a review (SelfSubjectAccessReview, SelfSubjectReview):
                                * POST only, answered
                                * from the request, never stored */
+    bool core_event;          /* events.k8s.io Events: stored as core/v1 Events (prefix
+                               * /registry/events), converted on the way in and out
+                               * (apievent.h), as kube-apiserver does */
     /* custom resources only */
     bool crd;
     const cJSON *schema;      /* openAPIV3Schema of this version (borrowed from crds) */

@@ -2,6 +2,7 @@
 #include "apirest.h"
 
 #include "apicrd.h"
+#include "apievent.h"
 #include "apiproto.h"
 #include "apipatch.h"
 #include "apischema.h"
@@ -397,14 +398,24 @@ static enum want parse_accept(const char *accept)
     return WANT_OBJECT;
 }
 
-/* The object as the client asked for it: with the served apiVersion. */
+/* The object as the client asked for it: with the served apiVersion (an
+ * events.k8s.io Event converted from the stored core shape). */
 static void to_served_version(const struct apires *res, cJSON *obj)
 {
+    if (res->core_event)
+        apievent_to_v1(obj);
     if (!res->crd)
         return;
     char *av = apires_api_version(res);
     set_str(obj, "apiVersion", av);
     free(av);
+}
+
+/* The object as it is stored (an events.k8s.io Event as a core one). */
+static void to_storage_version(const struct apires *res, cJSON *obj)
+{
+    if (res->core_event)
+        apievent_to_core(obj);
 }
 
 static cJSON *partial_of(const cJSON *obj)
@@ -1462,6 +1473,7 @@ static void handle_create(struct rq *q)
     char *key = obj_key(q);
     int64_t rev = 0;
     struct tern_err e = {0};
+    to_storage_version(q->res, obj);
     int rc = apistore_create(&q->s->store, key, obj, &rev, &e);
     free(key);
     if (rc == TERN_ECONFLICT) {
@@ -1533,6 +1545,12 @@ static cJSON *parse_selectors(struct rq *q, struct selectors *sel)
             free(m);
             selectors_done(sel);
             return st;
+        }
+        /* selectors match stored objects: events.k8s.io labels as core ones */
+        const char *ck = q->res->core_event ? apievent_field_to_core(k) : NULL;
+        if (ck && strcmp(ck, k) != 0) {
+            free(sel->fields->r[i].key);
+            sel->fields->r[i].key = xstrdup(ck);
         }
     }
     return NULL;
@@ -1773,6 +1791,7 @@ static void handle_update(struct rq *q, enum mut_kind k, const cJSON *body, cons
                 st = check_namespace(q);
             if (!st) {
                 int64_t nrev = 0;
+                to_storage_version(q->res, obj);
                 rc = apistore_create(&q->s->store, key, obj, &nrev, &e);
                 if (rc == TERN_ECONFLICT) {
                     cJSON_Delete(obj);
@@ -1796,6 +1815,8 @@ static void handle_update(struct rq *q, enum mut_kind k, const cJSON *body, cons
             st = status_from_store(rc, q->res, q->name, &e);
             goto out;
         }
+        if (q->res->core_event)
+            apievent_to_v1(cur); /* patches apply to the served shape */
         st = mutate(q, k, body, cur, &obj);
         if (st) {
             cJSON_Delete(cur);
@@ -1849,6 +1870,7 @@ static void handle_update(struct rq *q, enum mut_kind k, const cJSON *body, cons
             return;
         }
         int64_t nrev = 0;
+        to_storage_version(q->res, obj);
         rc = apistore_update(&q->s->store, key, obj, rev, &nrev, &e);
         if (rc == TERN_ECONFLICT && !pinned) {
             cJSON_Delete(obj);
@@ -2266,6 +2288,7 @@ static void handle_delete_collection(struct rq *q)
         if (finalizers_empty(l.objs[i]) && !q->dry_run &&
             apistore_delete(&q->s->store, key, rv_of(l.objs[i]), &rev, NULL) == 0) {
             last = rev;
+            to_served_version(q->res, l.objs[i]);
             cJSON_AddItemToArray(items, l.objs[i]);
             l.objs[i] = NULL;
         } else if (!finalizers_empty(l.objs[i]) && !q->dry_run &&
@@ -2287,6 +2310,7 @@ static void handle_delete_collection(struct rq *q)
                 char b[21];
                 set_str(md2, "resourceVersion", num_fmt_i64(rev, b));
                 last = rev;
+                to_served_version(q->res, l.objs[i]);
                 cJSON_AddItemToArray(items, l.objs[i]);
                 l.objs[i] = NULL;
             }

@@ -1,6 +1,7 @@
 /* apitable.c - server-side tables. See apitable.h. */
 #include "apitable.h"
 
+#include "apievent.h"
 #include "base/buf.h"
 #include "base/mem.h"
 #include "base/num.h"
@@ -363,13 +364,18 @@ static void builtin_columns(const struct apires *res, cJSON *cols)
         add_col(cols, "Access Modes", "string", "", "", 0);
         add_col(cols, "StorageClass", "string", "", "", 0);
         add_col(cols, "Age", "string", "", "", 0);
-    } else if (strcmp(k, "Event") == 0 && !*res->group) {
+    } else if (strcmp(k, "Event") == 0) {
         cJSON_DeleteItemFromArray(cols, 0);
         add_col(cols, "Last Seen", "string", "", "", 0);
         add_col(cols, "Type", "string", "", "", 0);
         add_col(cols, "Reason", "string", "", "", 0);
         add_col(cols, "Object", "string", "", "", 0);
+        add_col(cols, "Subobject", "string", "", "", 1);
+        add_col(cols, "Source", "string", "", "", 1);
         add_col(cols, "Message", "string", "", "", 0);
+        add_col(cols, "First Seen", "string", "", "", 1);
+        add_col(cols, "Count", "string", "", "", 1);
+        add_col(cols, "Name", "string", "", "", 1);
     } else if (strcmp(k, "Lease") == 0) {
         add_col(cols, "Holder", "string", "", "", 0);
         add_col(cols, "Age", "string", "", "", 0);
@@ -401,6 +407,67 @@ static cJSON *pod_status(const cJSON *o)
     if (sget(o, ".metadata.deletionTimestamp"))
         st = "Terminating";
     return cJSON_CreateString(st);
+}
+
+/* kube-apiserver prints both Event APIs from the core shape: LAST SEEN
+ * (series.lastObservedTime, lastTimestamp, firstTimestamp, eventTime),
+ * TYPE, REASON, OBJECT (kind/name, kind lower-cased), MESSAGE; wide:
+ * SUBOBJECT (involvedObject.fieldPath), SOURCE (source.component or
+ * reportingComponent, then ", " and source.host or reportingInstance),
+ * FIRST SEEN (firstTimestamp, eventTime), COUNT (series.count, count, 1),
+ * NAME. */
+static void event_cells(const struct apires *res, const cJSON *obj, cJSON *cells, time_t now)
+{
+    cJSON *core = NULL;
+    const cJSON *o = obj;
+    if (res->core_event) {
+        core = json_dup(obj);
+        apievent_to_core(core);
+        o = core;
+    }
+    cJSON_Delete(cJSON_DetachItemFromArray(cells, 0));
+    const char *first = sget(o, ".firstTimestamp");
+    if (!first)
+        first = sget(o, ".eventTime");
+    if (!first)
+        first = sget(o, ".metadata.creationTimestamp");
+    const char *last = sget(o, ".series.lastObservedTime");
+    if (!last)
+        last = sget(o, ".lastTimestamp");
+    if (!last)
+        last = first;
+    cJSON_AddItemToArray(cells, age_cell(last, now));
+    const char *t = sget(o, ".type"), *r = sget(o, ".reason"), *m = sget(o, ".message");
+    cJSON_AddItemToArray(cells, cJSON_CreateString(t ? t : ""));
+    cJSON_AddItemToArray(cells, cJSON_CreateString(r ? r : ""));
+    const char *ik = sget(o, ".involvedObject.kind"), *in = sget(o, ".involvedObject.name");
+    char b[512];
+    snprintf(b, sizeof(b), "%s/%s", ik ? ik : "", in ? in : "");
+    for (char *c = b; *c && c < b + strlen(ik ? ik : ""); c++)
+        if (*c >= 'A' && *c <= 'Z')
+            *c = (char)(*c - 'A' + 'a');
+    cJSON_AddItemToArray(cells, cJSON_CreateString(b));
+    const char *fp = sget(o, ".involvedObject.fieldPath");
+    cJSON_AddItemToArray(cells, cJSON_CreateString(fp ? fp : ""));
+    const char *comp = sget(o, ".source.component"), *host = sget(o, ".source.host");
+    if (!comp || !*comp)
+        comp = sget(o, ".reportingComponent");
+    if (!host || !*host)
+        host = sget(o, ".reportingInstance");
+    snprintf(b, sizeof(b), "%s%s%s", comp ? comp : "", host && *host ? ", " : "",
+             host ? host : "");
+    cJSON_AddItemToArray(cells, cJSON_CreateString(b));
+    cJSON_AddItemToArray(cells, cJSON_CreateString(m ? m : ""));
+    cJSON_AddItemToArray(cells, age_cell(first, now));
+    int64_t count = iget(o, ".count");
+    if (apitable_jsonpath(o, ".series"))
+        count = iget(o, ".series.count");
+    else if (count == 0)
+        count = 1;
+    cJSON_AddItemToArray(cells, cJSON_CreateNumber((double)count));
+    const char *name = sget(o, ".metadata.name");
+    cJSON_AddItemToArray(cells, cJSON_CreateString(name ? name : ""));
+    cJSON_Delete(core);
 }
 
 static void builtin_cells(const struct apires *res, const cJSON *o, cJSON *cells, time_t now)
@@ -515,22 +582,8 @@ static void builtin_cells(const struct apires *res, const cJSON *o, cJSON *cells
         cJSON_AddItemToArray(cells, cJSON_CreateString(strcmp(m, "ReadWriteOnce") == 0 ? "RWO" : m));
         cJSON_AddItemToArray(cells, cJSON_CreateString(sc ? sc : "<unset>"));
         cJSON_AddItemToArray(cells, age_cell(ts, now));
-    } else if (strcmp(k, "Event") == 0 && !*res->group) {
-        cJSON_Delete(cJSON_DetachItemFromArray(cells, 0));
-        const char *last = sget(o, ".lastTimestamp");
-        if (!last)
-            last = sget(o, ".eventTime");
-        cJSON_AddItemToArray(cells, age_cell(last ? last : ts, now));
-        const char *t = sget(o, ".type"), *r = sget(o, ".reason"), *m = sget(o, ".message");
-        cJSON_AddItemToArray(cells, cJSON_CreateString(t ? t : ""));
-        cJSON_AddItemToArray(cells, cJSON_CreateString(r ? r : ""));
-        const char *ik = sget(o, ".involvedObject.kind"), *in = sget(o, ".involvedObject.name");
-        snprintf(b, sizeof(b), "%s/%s", ik ? ik : "", in ? in : "");
-        for (char *c = b; *c && c < b + strlen(ik ? ik : ""); c++)
-            if (*c >= 'A' && *c <= 'Z')
-                *c = (char)(*c - 'A' + 'a');
-        cJSON_AddItemToArray(cells, cJSON_CreateString(b));
-        cJSON_AddItemToArray(cells, cJSON_CreateString(m ? m : ""));
+    } else if (strcmp(k, "Event") == 0) {
+        event_cells(res, o, cells, now);
     } else if (strcmp(k, "Lease") == 0) {
         const char *h = sget(o, ".spec.holderIdentity");
         cJSON_AddItemToArray(cells, cJSON_CreateString(h ? h : ""));

@@ -25,8 +25,7 @@ static const struct {
     {"v1/services", "Service"},
     {"v1/serviceaccounts", "ServiceAccount"},
     {"v1/persistentvolumeclaims", "PersistentVolumeClaim"},
-    {"v1/events", "Event"},
-    {"events.k8s.io/v1/events", "Event"},
+    {"v1/events", "Event"}, /* events.k8s.io/v1 events are the same objects */
     {"batch/v1/jobs", "Job"},
     {"apps/v1/deployments", "Deployment"},
     {"coordination.k8s.io/v1/leases", "Lease"},
