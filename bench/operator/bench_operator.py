@@ -185,16 +185,27 @@ def main():
         ternlocal.wait_for("first model request", lambda: os.path.exists(rec) and
                            os.path.getsize(rec) > size0, 600, interval=0.01)
         to_model = time.monotonic() - t0
-        s = t.wait_session("demo", "approval", lambda s: ternlocal.phase(s) ==
-                           "WaitingForApproval", 120)
-        t.kubectl("annotate", "agentsession", "demo",
-                  "tern.dev/approve=" + s["status"]["pendingApproval"]["id"])
-        t.wait_session("demo", "done", lambda s: ternlocal.condition(s, "Completed") == "True", 120)
+        # later stages wait on tern-dev's controllers and kubelet, which
+        # relist everything each pass: report how long they took, or that
+        # they did not finish, instead of failing the bench
+        try:
+            s = t.wait_session("demo", "approval", lambda s: ternlocal.phase(s) ==
+                               "WaitingForApproval", 600)
+            to_approval = time.monotonic() - t0
+            t.kubectl("annotate", "agentsession", "demo",
+                      "tern.dev/approve=" + s["status"]["pendingApproval"]["id"])
+            t.wait_session("demo", "done", lambda s: ternlocal.condition(s, "Completed") == "True",
+                           600)
+        except ternlocal.Failed as e:
+            print("  one session: %.2f s from kubectl apply to the first model request; then %s"
+                  % (to_model, e), flush=True)
+            return
+        to_done = time.monotonic() - t0
         w_after = metrics(t, key).get("tern_api_writes_total", 0)
-        print("  one session: %.2f s from kubectl apply to the first model request; %d API "
-              "writes by the operator over its life (2 turns, 1 approval)" %
-              (to_model, w_after - w_before), flush=True)
-
+        print("  one session: from kubectl apply %.2f s to the first model request, %.2f s to "
+              "WaitingForApproval, %.2f s to Completed (approved at once); %d API writes by the "
+              "operator over its life (2 turns, 1 approval)" %
+              (to_model, to_approval, to_done, w_after - w_before), flush=True)
 
 if __name__ == "__main__":
     main()
