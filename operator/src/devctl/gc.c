@@ -27,14 +27,50 @@ void gc_plan_done(struct gc_plan *p)
     p->n = 0;
 }
 
-static long find_uid(const struct gc_obj *objs, size_t n, const char *uid)
+/* Owners are looked up by uid in a sorted index (one lookup per owner
+ * reference: a linear scan made a pass quadratic in the number of objects,
+ * which dominated tern-dev's CPU with a few thousand sessions). */
+struct uid_ix {
+    const char *uid;
+    size_t idx;
+};
+
+static int uid_cmp(const void *a, const void *b)
 {
+    const struct uid_ix *x = a, *y = b;
+    int c = strcmp(x->uid, y->uid);
+    return c ? c : (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* The index of objs' uids, sorted; *ret_n entries. Caller frees. */
+static struct uid_ix *uid_index(const struct gc_obj *objs, size_t n, size_t *ret_n)
+{
+    struct uid_ix *ix = xcalloc(n ? n : 1, sizeof *ix);
+    size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         const char *u = kobj_str(objs[i].obj, "metadata.uid");
-        if (u && uid && strcmp(u, uid) == 0)
-            return (long)i;
+        if (u)
+            ix[m++] = (struct uid_ix){u, i};
     }
-    return -1;
+    qsort(ix, m, sizeof *ix, uid_cmp);
+    *ret_n = m;
+    return ix;
+}
+
+/* The first object (lowest index) with uid, or -1. */
+static long find_uid(const struct uid_ix *ix, size_t m, const char *uid)
+{
+    if (!uid)
+        return -1;
+    size_t lo = 0, hi = m;
+    while (lo < hi) { /* first entry >= uid */
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(ix[mid].uid, uid) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < m && strcmp(ix[lo].uid, uid) == 0 ? (long)ix[lo].idx : -1;
 }
 
 /* True when "<av>/<kind>" is among the watched kinds. */
@@ -70,6 +106,8 @@ void gc_decide(const struct gc_obj *objs, size_t n, const char *const *kinds, si
                struct gc_plan *ret)
 {
     struct gc_plan p = {0};
+    size_t m = 0;
+    struct uid_ix *ix = uid_index(objs, n, &m);
     for (size_t i = 0; i < n; i++) {
         const cJSON *o = objs[i].obj;
         const char *uid = kobj_str(o, "metadata.uid");
@@ -107,7 +145,7 @@ void gc_decide(const struct gc_obj *objs, size_t n, const char *const *kinds, si
         cJSON_ArrayForEach(r, refs)
         {
             const char *ruid = kobj_str(r, "uid");
-            long oi = find_uid(objs, n, ruid);
+            long oi = find_uid(ix, m, ruid);
             if (oi < 0) {
                 if (kind_watched(kinds, nkinds, kobj_str(r, "apiVersion"), kobj_str(r, "kind"))) {
                     dangling[absent++] = ruid;
@@ -142,6 +180,7 @@ void gc_decide(const struct gc_obj *objs, size_t n, const char *const *kinds, si
             free(dangling);
         }
     }
+    free(ix);
     *ret = p;
 }
 
