@@ -35,6 +35,21 @@ static struct etcd *start(void)
     return c;
 }
 
+/* The REST layer over c with the default namespaces (no watch hub). */
+static void rest_up(struct etcd *c, struct apirest *rest)
+{
+    struct tern_err e = {0};
+    ASSERT_OK(apirest_init(rest, c, NULL, "127.0.0.1:0", &e));
+    ASSERT_OK(apirest_bootstrap(rest, &e));
+}
+
+static void rest_down(struct etcd *c, struct apirest *rest)
+{
+    apirest_done(rest);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
 static cJSON *cm(const char *name, const char *v)
 {
     cJSON *o = cJSON_CreateObject();
@@ -192,9 +207,7 @@ TEST_T(in_process_requests_follow_the_api, 60)
 {
     struct etcd *c = start();
     struct apirest rest;
-    struct tern_err e = {0};
-    ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
-    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    rest_up(c, &rest);
     cJSON *r = NULL;
     ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/default/pods", NULL,
                              "{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"web\"}},"
@@ -235,9 +248,7 @@ TEST_T(in_process_requests_follow_the_api, 60)
                   404);
     ASSERT_EQ_STR(json_get(r, "message")->valuestring, "pods \"p\" not found");
     cJSON_Delete(r);
-    apirest_done(&rest);
-    etcd_free(c);
-    etcd_fixture_stop(&fx);
+    rest_down(c, &rest);
 }
 
 static const char *js(const cJSON *o, const char *k)
@@ -252,9 +263,7 @@ TEST_T(events_one_store_two_apis, 60)
 {
     struct etcd *c = start();
     struct apirest rest;
-    struct tern_err e = {0};
-    ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
-    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    rest_up(c, &rest);
     cJSON *r = NULL;
     ASSERT_EQ_INT(apirest_do(&rest, "POST", "/apis/events.k8s.io/v1/namespaces/default/events",
                              NULL,
@@ -358,9 +367,7 @@ TEST_T(events_one_store_two_apis, 60)
     ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/default/events/e2", NULL, NULL, &r),
                   404);
     cJSON_Delete(r);
-    apirest_done(&rest);
-    etcd_free(c);
-    etcd_fixture_stop(&fx);
+    rest_down(c, &rest);
 }
 
 /* A watch through events.k8s.io/v1 selects stored core events with its own
@@ -434,9 +441,7 @@ TEST_T(lifecycle_with_controllers, 60)
 {
     struct etcd *c = start();
     struct apirest rest;
-    struct tern_err e = {0};
-    ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
-    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    rest_up(c, &rest);
     rest.lifecycle_controllers = true;
     cJSON *r = NULL;
     /* graceful deletion of a bound pod */
@@ -514,9 +519,7 @@ TEST_T(lifecycle_with_controllers, 60)
                   200);
     free(ns);
     ASSERT_EQ_INT(apirest_do(&rest, "GET", "/api/v1/namespaces/gone", NULL, NULL, NULL), 404);
-    apirest_done(&rest);
-    etcd_free(c);
-    etcd_fixture_stop(&fx);
+    rest_down(c, &rest);
 }
 
 struct logfix {
@@ -555,9 +558,7 @@ TEST_T(pod_logs_through_the_kubelet_hook, 60)
 {
     struct etcd *c = start();
     struct apirest rest;
-    struct tern_err e = {0};
-    ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
-    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    rest_up(c, &rest);
     struct logfix lf = {.running = true};
     snprintf(lf.path, sizeof(lf.path), "%s/c.log", th_tmpdir());
     append_file(lf.path, "one\ntwo\nthree\n");
@@ -612,9 +613,7 @@ TEST_T(pod_logs_through_the_kubelet_hook, 60)
     ASSERT_EQ_STR(buf_str(&out), "five\n");
     buf_done(&out);
     apirest_resp_done(&resp);
-    apirest_done(&rest);
-    etcd_free(c);
-    etcd_fixture_stop(&fx);
+    rest_down(c, &rest);
 }
 
 static long https_req_as(const struct apipki *pki, uint16_t port, const char *token,
@@ -666,8 +665,7 @@ TEST_T(https_front_tokens_and_rbac, 60)
     struct etcd *c = start();
     struct apirest rest;
     struct tern_err e = {0};
-    ASSERT_OK(apirest_init(&rest, c, NULL, "127.0.0.1:0", &e));
-    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    rest_up(c, &rest);
     struct apipki pki = {0};
     ASSERT_OK(apipki_ensure(th_tmpdir(), &pki, &e));
     unsigned char key[SATOKEN_KEY_LEN];

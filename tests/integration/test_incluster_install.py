@@ -81,14 +81,14 @@ def pod_ready(p):
 
 def descendants(pid):
     """pid and every process below it (the container's process tree)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
+    out, pending = [], [pid]
+    while pending:
+        p = pending.pop()
         out.append(p)
         try:
             for task in os.listdir("/proc/%d/task" % p):
                 with open("/proc/%d/task/%s/children" % (p, task)) as f:
-                    todo.extend(int(c) for c in f.read().split())
+                    pending.extend(int(c) for c in f.read().split())
         except OSError:
             pass
     return out
