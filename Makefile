@@ -1,6 +1,8 @@
-# Tern build. One library (libtern) from operator/src/*/*.c, one binary per
-# operator/cmd/<name>/ directory, one unit-test binary per tests/unit/test_*.c,
-# one replay binary per fuzz target. New modules need no Makefile edits.
+# Tern build. The product's library (libtern) from operator/src/*/*.c and the
+# embedded cluster's library (libterndev) from terndev/src/*/*.c; one binary per
+# operator/cmd/<name>/ or terndev/cmd/<name>/ directory, one unit-test binary
+# per tests/unit/test_*.c, one replay binary per fuzz target. New modules need
+# no Makefile edits. Nothing in operator/ includes terndev/ (scripts/check-source).
 #
 #   make            build everything into build/
 #   make asan       the same with ASan+UBSan into build-asan/
@@ -13,7 +15,7 @@
 CC       ?= cc
 O        ?= build
 CFLAGS_BASE := -std=gnu17 -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes \
-               -Werror -g -D_GNU_SOURCE -Ioperator/src -Itests/harness -I/usr/include/cjson
+               -Werror -g -D_GNU_SOURCE -Ioperator/src -Iterndev/src -Itests/harness -I/usr/include/cjson
 OPT      ?= -O2
 SAN      ?=
 CFLAGS   += $(CFLAGS_BASE) $(OPT) $(SAN) -MMD -MP
@@ -23,8 +25,14 @@ LDFLAGS  += $(SAN)
 LIB_SRCS  := $(sort $(wildcard operator/src/*/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(O)/%.o)
 LIB       := $(O)/libtern.a
+DEV_SRCS  := $(sort $(wildcard terndev/src/*/*.c))
+DEV_OBJS  := $(DEV_SRCS:%.c=$(O)/%.o)
+DEV_LIB   := $(O)/libterndev.a
+# what tests, benches and the embedded cluster's binaries link: libterndev
+# first (it uses libtern, never the other way round)
+ALL_LIBS  := $(DEV_LIB) $(LIB)
 
-CMDS      := $(notdir $(wildcard operator/cmd/*))
+CMDS      := $(notdir $(wildcard operator/cmd/* terndev/cmd/*))
 CMD_BINS  := $(CMDS:%=$(O)/bin/%)
 FAKE_SRCS := $(wildcard tests/fakes/*/main.c)
 FAKE_BINS := $(patsubst tests/fakes/%/main.c,$(O)/bin/%,$(FAKE_SRCS))
@@ -45,7 +53,7 @@ BENCH_BINS := $(patsubst bench/%/main.c,$(O)/bench/%,$(BENCH_SRCS))
 .PHONY: all asan fuzz test unit deps lint valgrind demo clean format bench
 .DEFAULT_GOAL := all
 
-all: $(LIB) $(CMD_BINS) $(FAKE_BINS) $(UNIT_BINS) $(INTEG_BINS) $(REPLAY_BINS) $(BENCH_BINS)
+all: $(ALL_LIBS) $(CMD_BINS) $(FAKE_BINS) $(UNIT_BINS) $(INTEG_BINS) $(REPLAY_BINS) $(BENCH_BINS)
 
 Q := $(if $(V),,@)
 
@@ -58,23 +66,31 @@ $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(DEV_LIB): $(DEV_OBJS)
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+# objects are kept: without this make deletes them as intermediates and the
+# next build starts from scratch
+.SECONDARY:
+
 .SECONDEXPANSION:
 # ($$* not %: a % inside a secondary expansion is replaced by the stem too,
 #  which broke the patsubst and left binaries without their objects)
-$(O)/bin/%: $$(addsuffix .o,$$(basename $$(addprefix $(O)/,$$(wildcard operator/cmd/$$*/*.c tests/fakes/$$*/*.c)))) $(LIB)
+$(O)/bin/%: $$(addsuffix .o,$$(basename $$(addprefix $(O)/,$$(wildcard operator/cmd/$$*/*.c terndev/cmd/$$*/*.c tests/fakes/$$*/*.c)))) $$(if $$(wildcard terndev/cmd/$$*),$(DEV_LIB)) $(LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(O)/tests/unit/%: $(O)/tests/unit/%.o $(HARNESS_OBJ) $(LIB)
+$(O)/tests/unit/%: $(O)/tests/unit/%.o $(HARNESS_OBJ) $(ALL_LIBS)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(O)/tests/integration/%: $(O)/tests/integration/%.o $(SUPPORT_OBJS) $(HARNESS_OBJ) $(LIB)
+$(O)/tests/integration/%: $(O)/tests/integration/%.o $(SUPPORT_OBJS) $(HARNESS_OBJ) $(ALL_LIBS)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(O)/tests/replay/%: $(O)/tests/fuzz/%.o $(O)/tests/fuzz/replay_main.o $(LIB)
+$(O)/tests/replay/%: $(O)/tests/fuzz/%.o $(O)/tests/fuzz/replay_main.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -82,7 +98,7 @@ $(O)/tests/replay/%: $(O)/tests/fuzz/%.o $(O)/tests/fuzz/replay_main.o $(LIB)
 # bench sources are compiled in the link step: their objects would live in
 # $(O)/bench/<name>/, which is the binary's own path ("%" is not replaced
 # inside $(wildcard) during secondary expansion, hence $$*)
-$(O)/bench/%: $$(wildcard bench/$$*/*.c) $(SUPPORT_OBJS) $(LIB)
+$(O)/bench/%: $$(wildcard bench/$$*/*.c) $(SUPPORT_OBJS) $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  CC+LD   $@")
 	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -94,9 +110,9 @@ asan:
 # sources compiled with coverage instrumentation.
 FUZZ_CFLAGS := $(CFLAGS_BASE) -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 fuzz: $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
-build-fuzz/%: tests/fuzz/%.c $(LIB_SRCS)
+build-fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(DEV_SRCS)
 	@mkdir -p build-fuzz
-	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRCS) $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRCS) $(DEV_SRCS) $(LDLIBS)
 
 deps:
 	@scripts/install-deps
@@ -125,7 +141,7 @@ demo: deps all
 	@scripts/demo
 
 format:
-	clang-format -i $$(find operator tests bench -name '*.[ch]')
+	clang-format -i $$(find operator terndev tests bench -name '*.[ch]')
 
 clean:
 	rm -rf build build-asan build-fuzz
