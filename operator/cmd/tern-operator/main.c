@@ -1,7 +1,8 @@
-/* tern-operator - reconciles AgentSessions (DESIGN.md §6, docs/operator.md).
+/* tern-operator - reconciles AgentSessions (docs/design.md, "The reconcile";
+ * docs/operator.md).
  *
  * Flags (each also readable from the TERN_* environment variable named in
- * the usage text): --kubeconfig (else in-cluster, else $KUBECONFIG or
+ * the usage text): --kubeconfig (else $KUBECONFIG, in-cluster, then
  * ~/.kube/config), --etcd-endpoints, --namespace (empty = all),
  * --leader-elect, --metrics-addr, --health-addr, --runner-image,
  * --sandbox-image, plus --log-level, --workers, --runner-service-account,

@@ -1,12 +1,15 @@
-/* tern-runner - one model turn of one AgentSession (DESIGN.md §5, §10).
+/* tern-runner - one model turn of one AgentSession (docs/design.md, "A turn,
+ * step by step" and "Contracts between the parts").
  *
  *   tern-runner turn     configuration from the environment (runner/config.h)
- *   tern-runner copy     fork copy (not built yet: exits 78)
+ *   tern-runner copy --from ADDR --to ADDR   a fork's workspace copy
+ *                        (runner/forkcopy.h)
  *
- * Exit codes: 0 the turn ended and the journal says why; 75 retryable
- * failure (the Job's backoff retries, and the next attempt resumes from the
- * journal); 78 configuration error. SIGTERM / SIGINT: stop after the current
- * step (a model call in flight is aborted), release the lock, exit 75.
+ * Exit codes: 0 the turn ended and the journal says why (copy: done); 75
+ * retryable failure (the Job's backoff retries, and the next attempt resumes
+ * from the journal; copy: the transfer failed); 78 configuration error.
+ * SIGTERM / SIGINT: stop after the current step (a model call in flight is
+ * aborted), release the lock, exit 75.
  * Logs are JSON lines on stderr; the last line summarises the turn.
  */
 #include "base/tlog.h"

@@ -1,17 +1,19 @@
 /* config.h - tern-runner's configuration: environment and session spec.
  *
- * Environment (DESIGN.md §10 "tern-runner"): TERN_NAMESPACE, TERN_SESSION,
- * TERN_SESSION_UID, TERN_TURN, TERN_ETCD_ENDPOINTS, TERN_SANDBOX_TOKEN_FILE,
- * OPENAI_BASE_URL (default https://api.openai.com/v1), OPENAI_API_KEY, plus
- * optional OPENAI_ORG_ID, OPENAI_PROJECT_ID. Standalone mode (no Kubernetes
- * API yet, docs/runner.md): TERN_SESSION_SPEC_FILE (an AgentSession as JSON,
- * or just its spec) and TERN_SANDBOX_ADDR (HOST:PORT) replace reading the
- * AgentSession. Tuning: TERN_PRICES_FILE, TERN_RUNNER_OWNER (default
- * HOSTNAME), TERN_LOCK_TTL_SECONDS (default 10), TERN_LOCK_WAIT_MS (default
- * TTL + 5 s), TERN_MODEL_TIMEOUT_MS, TERN_MODEL_MAX_RETRIES,
- * TERN_MAX_COMPLETION_TOKENS. Test hook: TERN_TEST_CRASH_AFTER_APPENDS=N
- * makes the runner SIGKILL itself right after its Nth committed append (a
- * crash exactly at a step boundary).
+ * Environment (docs/design.md, "Contracts between the parts": tern-runner):
+ * TERN_NAMESPACE, TERN_SESSION, TERN_SESSION_UID, TERN_TURN,
+ * TERN_ETCD_ENDPOINTS, TERN_SANDBOX_TOKEN_FILE, OPENAI_BASE_URL (else
+ * spec.model.baseURL, else https://api.openai.com/v1), OPENAI_API_KEY, plus
+ * optional OPENAI_ORG_ID, OPENAI_PROJECT_ID. Normally the AgentSession is
+ * read through the Kubernetes API (waiting up to TERN_SANDBOX_WAIT_MS for a
+ * ready sandbox); standalone mode (tests, benchmarks; docs/runner.md):
+ * TERN_SESSION_SPEC_FILE (an AgentSession as JSON, or just its spec) and
+ * TERN_SANDBOX_ADDR (HOST:PORT) replace reading the AgentSession. Tuning:
+ * TERN_PRICES_FILE, TERN_RUNNER_OWNER (default HOSTNAME),
+ * TERN_LOCK_TTL_SECONDS (default 10), TERN_LOCK_WAIT_MS (default TTL + 5 s),
+ * TERN_MODEL_TIMEOUT_MS, TERN_MODEL_MAX_RETRIES, TERN_MAX_COMPLETION_TOKENS.
+ * Test hook: TERN_TEST_CRASH_AFTER_APPENDS=N makes the runner SIGKILL itself
+ * right after its Nth committed append (a crash exactly at a step boundary).
  *
  * The environment is read through a lookup function so tests need no
  * setenv. Everything parsed is owned by the struct (runner_config_done).

@@ -1,5 +1,6 @@
-/* sbx.h - the runner's client of tern-sandboxd (DESIGN.md §10), and the
- * rendering of its answers as tool messages for the model.
+/* sbx.h - the runner's client of tern-sandboxd (docs/design.md, "Contracts
+ * between the parts"), and the rendering of its answers as tool messages for
+ * the model.
  *
  * One function per tool. Side-effecting requests (exec, PUT) carry
  * `Idempotency-Key: <session uid>/<call id>`, so a runner that re-sends a

@@ -1,4 +1,5 @@
-/* turn.h - one turn of one session: the runner's I/O shell (DESIGN.md §5).
+/* turn.h - one turn of one session: the runner's I/O shell (docs/design.md,
+ * "A turn, step by step").
  *
  *   1. take the session's turn lock (waiting up to lock_wait_ms for a
  *      previous owner's lease to end);

@@ -1,5 +1,6 @@
 /* sandbox_contract.h - the constants the operator's pod spec and the sandbox
- * images must agree on (DESIGN.md §7 and §10 "tern-sandboxd").
+ * images must agree on (docs/design.md, "The sandbox" and "Contracts between
+ * the parts").
  *
  * The operator builds the sandbox pod from these; sandbox-images/<image>/Dockerfile
  * repeat them (a Dockerfile cannot include a header), and

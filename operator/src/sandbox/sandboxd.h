@@ -1,6 +1,7 @@
 /* sandboxd.h - tern-sandboxd's HTTP server (libmicrohttpd, one thread per
- * connection). The API is the contract of DESIGN.md §10 "tern-sandboxd";
- * docs/sandbox.md describes every endpoint, field and error.
+ * connection). The API is the tern-sandboxd contract of docs/design.md
+ * ("Contracts between the parts"); docs/sandbox.md describes every endpoint,
+ * field and error.
  *
  * Every request must carry "Authorization: Bearer <token>"; the token is
  * compared in constant time (SHA-256 of both sides, CRYPTO_memcmp). Errors

@@ -1,5 +1,6 @@
 /* sbapi.h - the pure part of tern-sandboxd's API: parsing the exec request
- * body and building response bodies (DESIGN.md §10 "tern-sandboxd").
+ * body and building response bodies (docs/design.md, "Contracts between the
+ * parts": tern-sandboxd).
  *
  * POST /v1/exec body, a JSON object with exactly these optional members
  * (an unknown member is an error, so a misspelt "timeout" is not ignored):

@@ -2,19 +2,20 @@
  *
  *   tern-dev up [--dir DIR] [--port N] [--etcd URL] [--authz-log FILE]
  *
- * Runs in the foreground (DESIGN.md §10): starts its own etcd (Debian's
- * /usr/bin/etcd, data in DIR/etcd, free loopback ports) unless --etcd is
- * given, serves HTTPS on 127.0.0.1:N (0 = any free port) with a CA and
- * serving certificate generated on first start (DIR/pki), writes
- * DIR/kubeconfig (server, CA, bearer token) and DIR/tern-dev.pid, prints
- * exactly one line "tern-dev ready kubeconfig=DIR/kubeconfig" once serving,
+ * Runs in the foreground (docs/design.md, "Contracts between the parts"):
+ * starts its own etcd (Debian's /usr/bin/etcd, data in DIR/etcd, free
+ * loopback ports) unless --etcd is given, serves HTTPS on 127.0.0.1:N (0 =
+ * any free port) with a CA and serving certificate generated on first start
+ * (DIR/pki), writes DIR/kubeconfig (server, CA, bearer token) and
+ * DIR/tern-dev.pid, prints exactly one line
+ * "tern-dev ready kubeconfig=DIR/kubeconfig" once serving,
  * authenticates the kubeconfig's token as an unrestricted admin and the
  * service-account tokens its kubelet mounts into pods as their accounts,
  * which RBAC then authorizes (apiserver/apiauth.h; --authz-log appends each
  * decision for those accounts to FILE), runs the controllers and the local
- * kubelet (TERN_DEV_KUBELET=0: not)
- * in-process (docs/tern-dev-kubelet.md), and on SIGTERM/SIGINT stops the pods
- * gracefully, stops serving, then stops the etcd it started.
+ * kubelet (TERN_DEV_KUBELET=0: not) in-process (docs/tern-dev-kubelet.md),
+ * and on SIGTERM/SIGINT stops the pods gracefully, stops serving, then stops
+ * the etcd it started.
  */
 #include "apiserver/apiauth.h"
 #include "apiserver/apipki.h"
