@@ -23,14 +23,19 @@ import jsonschema
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def find_spec():
+def spec_candidates():
     cands = []
     shared = os.environ.get("TERN_SHARED_DIR")
     if shared:
         cands += [os.path.join(shared, "specs", "openai-openapi.json"),
                   os.path.join(shared, "openai-openapi.json")]
-    cands.append(os.path.join(REPO, "..", "shared", "specs", "openai-openapi.json"))
-    for c in cands:
+    cands.append(os.path.normpath(os.path.join(REPO, "..", "shared", "specs",
+                                               "openai-openapi.json")))
+    return cands
+
+
+def find_spec():
+    for c in spec_candidates():
         if os.path.isfile(c):
             return c
     return None
@@ -42,7 +47,9 @@ def main(argv):
         return 2
     path = find_spec()
     if not path:
-        print("openai_schema: spec not found (set TERN_SHARED_DIR)", file=sys.stderr)
+        print("openai_schema: OpenAI spec data not found, schema check skipped "
+              "(looked for %s; set TERN_SHARED_DIR to a directory holding "
+              "specs/openai-openapi.json)" % ", ".join(spec_candidates()), file=sys.stderr)
         return 77
     with open(path) as f:
         spec = json.load(f)
