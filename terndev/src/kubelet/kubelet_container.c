@@ -155,8 +155,8 @@ int kubelet__prepare(struct kubelet *k, struct kpod *p, const cJSON *pod, struct
 
 /* ---- containers ---- */
 
-int kubelet__start_container(struct kubelet *k, struct kpod *p, const cJSON *pod,
-                             struct kcont *c, int64_t now_ms, struct tern_err *err)
+int kubelet__start_container(struct kubelet *k, struct kpod *p, const cJSON *pod, struct kcont *c,
+                             int64_t now_ms, struct tern_err *err)
 {
     const cJSON *spec = cspec(pod, c);
     if (!spec)

@@ -110,8 +110,7 @@ void kubelet__ip_free(struct kubelet *k, char ip[16]);
  * seconds) at now_ms: waiting in CrashLoopBackOff with backoff when the
  * restart policy restarts it, else terminated and done. */
 void kubelet__container_ended(struct kubelet *k, const cJSON *pod, struct kcont *c, int code,
-                              const char *reason, const char *msg, int64_t started,
-                              int64_t now_ms);
+                              const char *reason, const char *msg, int64_t started, int64_t now_ms);
 
 /* ---- kubelet_container.c ---- */
 
@@ -121,8 +120,8 @@ int kubelet__prepare(struct kubelet *k, struct kpod *p, const cJSON *pod, struct
 /* Starts c. A container whose exec plan fails waits with
  * CreateContainerConfigError (returns 0, retried next pass). Returns 0 or
  * the error of creating its log directory or of spawning. */
-int kubelet__start_container(struct kubelet *k, struct kpod *p, const cJSON *pod,
-                             struct kcont *c, int64_t now_ms, struct tern_err *err);
+int kubelet__start_container(struct kubelet *k, struct kpod *p, const cJSON *pod, struct kcont *c,
+                             int64_t now_ms, struct tern_err *err);
 /* SIGTERM to c's sandbox (SIGKILL when grace_ms <= 0 or nothing to
  * signal); called again, SIGKILL once grace_ms has passed. */
 void kubelet__stop_container(struct kcont *c, int64_t grace_ms, int64_t now_ms);
