@@ -1,8 +1,9 @@
 /* Unit tests for etcd/: request encoding and reply decoding with canned
- * gateway replies (reaching the static decoders by including etcd.c). */
+ * gateway replies (the codec through etcd_internal.h; the watch stream state
+ * machine, which is static, by including watch.c). */
 #include "harness.h"
 
-#include "etcd/etcd.c"
+#include "etcd/watch.c"
 
 static cJSON *J(const char *s)
 {
@@ -24,7 +25,7 @@ TEST(range_reply_with_exact_int64_and_uint64_ids)
                  "{\"key\":\"L3AvYg==\"}],\"more\":true,\"count\":\"5\"}");
     struct etcd_range_resp r;
     struct tern_err e = {0};
-    ASSERT_OK(dec_range(j, &r, &e));
+    ASSERT_OK(etcd__dec_range(j, &r, &e));
     ASSERT_TRUE(r.header.cluster_id == 15118495548433857066ull);
     ASSERT_EQ_INT(r.header.revision, 9007199254740993ll);
     ASSERT_EQ_INT(r.nkvs, 2);
@@ -43,7 +44,7 @@ TEST(range_reply_with_exact_int64_and_uint64_ids)
 
     /* an empty range: no kvs, no count */
     j = J("{\"header\":{\"revision\":\"4\"}}");
-    ASSERT_OK(dec_range(j, &r, &e));
+    ASSERT_OK(etcd__dec_range(j, &r, &e));
     ASSERT_EQ_INT(r.nkvs, 0);
     ASSERT_EQ_INT(r.count, 0);
     ASSERT_FALSE(r.more);
@@ -65,7 +66,7 @@ TEST(malformed_replies_are_parse_errors)
         cJSON *j = J(bad[i]);
         struct etcd_range_resp r;
         struct tern_err e = {0};
-        int rc = dec_range(j, &r, &e);
+        int rc = etcd__dec_range(j, &r, &e);
         if (rc != TERN_EPARSE)
             th_fail(__FILE__, __LINE__, "%s: got %d, expected TERN_EPARSE", bad[i], rc);
         cJSON_Delete(j);
@@ -81,7 +82,7 @@ TEST(txn_failed_has_no_succeeded_and_mixed_responses)
                  "\"version\":\"2\",\"value\":\"Mw==\"}],\"count\":\"1\"}}]}");
     struct etcd_txn_resp t;
     struct tern_err e = {0};
-    ASSERT_OK(dec_txn(j, &t, &e));
+    ASSERT_OK(etcd__dec_txn(j, &t, &e));
     ASSERT_FALSE(t.succeeded);
     ASSERT_EQ_INT(t.nresponses, 1);
     ASSERT_EQ_INT(t.responses[0].type, ETCD_OP_RANGE);
@@ -95,7 +96,7 @@ TEST(txn_failed_has_no_succeeded_and_mixed_responses)
           "{\"response_delete_range\":{\"header\":{\"revision\":\"3\"},\"deleted\":\"2\",\"prev_"
           "kvs\":[{\"key\":\"Yg==\"},{\"key\":\"Yw==\"}]}},"
           "{\"response_put\":{\"header\":{\"revision\":\"3\"}}}]}");
-    ASSERT_OK(dec_txn(j, &t, &e));
+    ASSERT_OK(etcd__dec_txn(j, &t, &e));
     ASSERT_TRUE(t.succeeded);
     ASSERT_EQ_INT(t.nresponses, 3);
     ASSERT_EQ_STR(t.responses[0].put.prev_kv->value, "1");
@@ -106,7 +107,7 @@ TEST(txn_failed_has_no_succeeded_and_mixed_responses)
     cJSON_Delete(j);
 
     j = J("{\"responses\":[{\"response_what\":{}}]}");
-    ASSERT_EQ_INT(dec_txn(j, &t, &e), TERN_EPARSE);
+    ASSERT_EQ_INT(etcd__dec_txn(j, &t, &e), TERN_EPARSE);
     cJSON_Delete(j);
 }
 
@@ -144,13 +145,13 @@ TEST(error_bodies_map_to_typed_codes)
         cJSON *j = J(cases[i].body);
         bool un = false;
         struct tern_err e = {0};
-        int r = map_error(cases[i].status, j, &un, &e);
+        int r = etcd__map_error(cases[i].status, j, &un, &e);
         if (r != cases[i].code || un != cases[i].unavailable)
             th_fail(__FILE__, __LINE__, "%s: got %d/%d", cases[i].body, r, un);
         cJSON_Delete(j);
     }
     bool un;
-    ASSERT_EQ_INT(map_error(502, NULL, &un, NULL), TERN_EHTTP);
+    ASSERT_EQ_INT(etcd__map_error(502, NULL, &un, NULL), TERN_EHTTP);
 }
 
 static struct watch_msg decode_line(const char *s, int want)
@@ -158,7 +159,7 @@ static struct watch_msg decode_line(const char *s, int want)
     cJSON *j = J(s);
     struct watch_msg m;
     struct tern_err e = {0};
-    int r = dec_watch_line(j, &m, &e);
+    int r = etcd__dec_watch_line(j, &m, &e);
     if (r != want)
         th_fail(__FILE__, __LINE__, "%s: got %d (%s)", s, r, e.msg);
     m.cancel_reason = NULL; /* borrowed from j */
@@ -172,7 +173,7 @@ TEST(watch_lines)
         decode_line("{\"result\":{\"header\":{\"revision\":\"2\"},\"created\":true}}", 0);
     ASSERT_TRUE(m.created);
     ASSERT_EQ_INT(m.nevents, 0);
-    watch_msg_done(&m);
+    etcd__watch_msg_done(&m);
 
     m = decode_line("{\"result\":{\"header\":{\"revision\":\"4\"},\"events\":[{\"kv\":{\"key\":"
                     "\"YQ==\",\"mod_revision\":\"3\",\"value\":\"Mw==\"},"
@@ -186,7 +187,7 @@ TEST(watch_lines)
     ASSERT_EQ_INT(m.events[1].type, ETCD_EVENT_DELETE);
     ASSERT_FALSE(m.events[1].has_prev_kv);
     ASSERT_EQ_INT(m.events[1].kv.mod_revision, 4);
-    watch_msg_done(&m);
+    etcd__watch_msg_done(&m);
 
     /* compaction: canceled + compact_revision; the header has no revision */
     m = decode_line("{\"result\":{\"header\":{\"raft_term\":\"2\"},\"canceled\":true,\"compact_"
@@ -194,14 +195,14 @@ TEST(watch_lines)
                     0);
     ASSERT_TRUE(m.canceled);
     ASSERT_EQ_INT(m.compact_revision, 7);
-    watch_msg_done(&m);
+    etcd__watch_msg_done(&m);
 
     m = decode_line("{\"error\":{\"grpc_code\":16,\"http_code\":401,\"message\":\"etcdserver: "
                     "invalid auth token\"}}",
                     0);
     ASSERT_TRUE(m.is_error);
     ASSERT_EQ_INT(m.error_code, TERN_EAUTH);
-    watch_msg_done(&m);
+    etcd__watch_msg_done(&m);
 
     m = decode_line("{\"result\":{\"events\":[{\"type\":\"PATCH\",\"kv\":{}}]}}", TERN_EPARSE);
     m = decode_line("{\"result\":{\"events\":[{\"type\":\"PUT\"}]}}", TERN_EPARSE);
@@ -250,11 +251,11 @@ TEST(request_encoding)
     struct tern_err e = {0};
     cJSON *o = NULL;
     /* prefix: key and range end ("/p/" -> "/p0") */
-    ASSERT_OK(enc_range(&(struct etcd_range_req){.keys = {.key = "/p/", .prefix = true},
-                                                 .limit = 10,
-                                                 .revision = 9007199254740993ll,
-                                                 .keys_only = true},
-                        &o, &e));
+    ASSERT_OK(etcd__enc_range(&(struct etcd_range_req){.keys = {.key = "/p/", .prefix = true},
+                                                       .limit = 10,
+                                                       .revision = 9007199254740993ll,
+                                                       .keys_only = true},
+                              &o, &e));
     char *s = json_print(o);
     ASSERT_CONTAINS(s, "\"key\":\"L3Av\"");
     ASSERT_CONTAINS(s, "\"range_end\":\"L3Aw\"");
@@ -263,16 +264,17 @@ TEST(request_encoding)
     free(s);
     cJSON_Delete(o);
     /* empty prefix = the whole keyspace: key "\0", range_end "\0" */
-    ASSERT_OK(enc_range(&(struct etcd_range_req){.keys = {.key = "", .prefix = true}}, &o, &e));
+    ASSERT_OK(
+        etcd__enc_range(&(struct etcd_range_req){.keys = {.key = "", .prefix = true}}, &o, &e));
     s = json_print(o);
     ASSERT_CONTAINS(s, "\"key\":\"AA==\",\"range_end\":\"AA==\"");
     free(s);
     cJSON_Delete(o);
     /* trailing 0xff bytes are dropped before incrementing */
     char end[8];
-    ASSERT_EQ_INT(prefix_end("a\xff\xff", end), 1);
+    ASSERT_EQ_INT(etcd__prefix_end("a\xff\xff", end), 1);
     ASSERT_EQ_INT(end[0], 'b');
-    ASSERT_EQ_INT(prefix_end("\xff", end), 0);
+    ASSERT_EQ_INT(etcd__prefix_end("\xff", end), 0);
 
     struct etcd_compare cmps[] = {
         {.keys = {.key = "k"}, .target = ETCD_CMP_CREATE, .number = 0},
@@ -286,7 +288,7 @@ TEST(request_encoding)
     struct etcd_op ops[] = {
         {.type = ETCD_OP_PUT, .put = {.key = "k", .value = "1", .value_len = 1, .lease = 5}},
         {.type = ETCD_OP_DELETE, .del = {.keys = {.key = "d"}, .prev_kv = true}}};
-    ASSERT_OK(enc_txn(&(struct etcd_txn_req){cmps, 3, ops, 2, ops, 1}, &o, &e));
+    ASSERT_OK(etcd__enc_txn(&(struct etcd_txn_req){cmps, 3, ops, 2, ops, 1}, &o, &e));
     s = json_print(o);
     ASSERT_CONTAINS(
         s,
@@ -297,7 +299,7 @@ TEST(request_encoding)
     ASSERT_CONTAINS(s, "\"request_delete_range\":{\"key\":\"ZA==\",\"prev_kv\":true}");
     free(s);
     cJSON_Delete(o);
-    ASSERT_EQ_INT(enc_put(&(struct etcd_put_req){.key = ""}, &o, &e), TERN_EINVALID);
+    ASSERT_EQ_INT(etcd__enc_put(&(struct etcd_put_req){.key = ""}, &o, &e), TERN_EINVALID);
 }
 
 TEST(config_validation)

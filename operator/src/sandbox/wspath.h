@@ -20,7 +20,7 @@
  * working itself. Each glob must begin with a literal top-level directory
  * (its "root"): restore replaces exactly those roots.
  *
- * Errors (negative errno values, mapped to API codes by sandboxd.c):
+ * Errors (negative errno values, mapped to API codes by sandboxd_reply.c):
  *   -EXDEV   absolute path, "..", or resolution escaping   -> forbidden_path
  *   -EACCES  the state directory                            -> forbidden_path
  *   -ELOOP   a symlink where none may be followed           -> forbidden_path

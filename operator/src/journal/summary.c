@@ -1,0 +1,284 @@
+/* summary.c - the journal's summary (pure): the fold of one event into the
+ * summary (journal_summary_apply, the rules are in journal.h), its JSON
+ * (the value of the sum key) and back, init/done/copy.
+ */
+#include "journal_internal.h"
+
+#include "base/mem.h"
+#include "json/json.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void journal_summary_init(struct journal_summary *s)
+{
+    memset(s, 0, sizeof *s);
+}
+
+static void pending_done(struct journal_pending *p)
+{
+    free(p->id);
+    free(p->tool);
+    free(p->summary);
+    free(p->requested_at);
+    memset(p, 0, sizeof *p);
+}
+
+void journal_summary_done(struct journal_summary *s)
+{
+    if (!s)
+        return;
+    pending_done(&s->pending);
+    free(s->outcome);
+    free(s->updated);
+    free(s->last_decided);
+    free(s->result);
+    cJSON_Delete(s->artifacts);
+    memset(s, 0, sizeof *s);
+}
+
+static char *sdup(const char *s)
+{
+    return s ? xstrdup(s) : NULL;
+}
+
+void journal_summary_copy(struct journal_summary *dst, const struct journal_summary *src)
+{
+    *dst = *src;
+    dst->pending.id = sdup(src->pending.id);
+    dst->pending.tool = sdup(src->pending.tool);
+    dst->pending.summary = sdup(src->pending.summary);
+    dst->pending.requested_at = sdup(src->pending.requested_at);
+    dst->outcome = sdup(src->outcome);
+    dst->updated = sdup(src->updated);
+    dst->last_decided = sdup(src->last_decided);
+    dst->result = sdup(src->result);
+    dst->artifacts = src->artifacts ? json_dup(src->artifacts) : NULL;
+}
+
+static void set_str(char **dst, const char *v)
+{
+    free(*dst);
+    *dst = v ? xstrdup(v) : NULL;
+}
+
+/* A string member of data, or NULL. */
+static const char *data_str(const cJSON *data, const char *key)
+{
+    const cJSON *it = json_get(data, key);
+    return cJSON_IsString(it) ? it->valuestring : NULL;
+}
+
+static int64_t data_nonneg(const cJSON *obj, const char *key)
+{
+    int64_t v = 0;
+    const cJSON *it = json_get(obj, key);
+    if (it && json_item_int64(it, &v) == 0 && v > 0)
+        return v;
+    return 0;
+}
+
+/* Saturating add (counters from untrusted data must not overflow). */
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+int journal_summary_apply(struct journal_summary *s, const struct journal_event *ev)
+{
+    bool snapshot_start = ev->type == JOURNAL_EV_SNAPSHOT && s->last_seq == 0;
+    if (!snapshot_start && ev->seq != s->last_seq + 1)
+        return TERN_EINVALID;
+    const cJSON *d = ev->data;
+    switch (ev->type) {
+    case JOURNAL_EV_USER_MESSAGE:
+        s->messages = sat_add(s->messages, 1);
+        s->intent = true;
+        break;
+    case JOURNAL_EV_TURN_STARTED:
+        set_str(&s->outcome, NULL);
+        s->intent = false;
+        break;
+    case JOURNAL_EV_MODEL_RESPONSE: {
+        s->usage.model_turns = sat_add(s->usage.model_turns, 1);
+        const cJSON *u = json_get(d, "usage");
+        s->usage.prompt_tokens = sat_add(s->usage.prompt_tokens, data_nonneg(u, "prompt_tokens"));
+        s->usage.completion_tokens =
+            sat_add(s->usage.completion_tokens, data_nonneg(u, "completion_tokens"));
+        s->usage.cost_micro_usd =
+            sat_add(s->usage.cost_micro_usd, data_nonneg(u, "cost_micro_usd"));
+        break;
+    }
+    case JOURNAL_EV_TOOL_CALL:
+        s->usage.tool_calls = sat_add(s->usage.tool_calls, 1);
+        break;
+    case JOURNAL_EV_APPROVAL_REQUESTED:
+        pending_done(&s->pending);
+        s->pending.id = sdup(data_str(d, "id"));
+        s->pending.tool = sdup(data_str(d, "tool"));
+        s->pending.summary = sdup(data_str(d, "summary"));
+        s->pending.requested_at = sdup(ev->time);
+        if (!s->pending.id)
+            s->pending.id = xstrdup("");
+        break;
+    case JOURNAL_EV_APPROVAL_DECIDED: {
+        const char *id = data_str(d, "id");
+        if (s->pending.id && id && strcmp(id, s->pending.id) == 0)
+            pending_done(&s->pending);
+        set_str(&s->last_decided, id);
+        s->intent = true;
+        break;
+    }
+    case JOURNAL_EV_TURN_FINISHED: {
+        const char *oc = data_str(d, "outcome");
+        set_str(&s->outcome, oc ? oc : "");
+        if (oc && strcmp(oc, JOURNAL_OUTCOME_COMPLETED) == 0) {
+            set_str(&s->result, data_str(d, "summary"));
+            cJSON_Delete(s->artifacts);
+            const cJSON *a = json_get(d, "artifacts");
+            s->artifacts = cJSON_IsArray(a) ? json_dup(a) : NULL;
+        }
+        break;
+    }
+    case JOURNAL_EV_SNAPSHOT: {
+        const cJSON *sj = json_get(d, "summary");
+        if (cJSON_IsObject(sj)) {
+            char *txt = json_print(sj);
+            struct journal_summary ns;
+            if (journal_summary_decode(txt, strlen(txt), &ns, NULL) == 0) {
+                journal_summary_done(s);
+                *s = ns;
+            }
+            free(txt);
+        }
+        s->snapshot_seq = ev->seq;
+        break;
+    }
+    default:
+        break;
+    }
+    s->last_seq = ev->seq;
+    if (ev->turn > s->turn)
+        s->turn = ev->turn;
+    set_str(&s->updated, ev->time);
+    return 0;
+}
+
+cJSON *journal_summary_to_json(const struct journal_summary *s)
+{
+    cJSON *o = cJSON_CreateObject();
+    json_add_int64(o, "v", JOURNAL_SCHEMA_VERSION);
+    json_add_int64(o, "lastSeq", (int64_t)s->last_seq);
+    json_add_int64(o, "turn", s->turn);
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    json_add_int64(u, "modelTurns", s->usage.model_turns);
+    json_add_int64(u, "toolCalls", s->usage.tool_calls);
+    json_add_int64(u, "promptTokens", s->usage.prompt_tokens);
+    json_add_int64(u, "completionTokens", s->usage.completion_tokens);
+    json_add_int64(u, "costMicroUSD", s->usage.cost_micro_usd);
+    json_add_int64(o, "messages", s->messages);
+    if (s->pending.id) {
+        cJSON *p = cJSON_AddObjectToObject(o, "pendingApproval");
+        json_add_string(p, "id", s->pending.id);
+        if (s->pending.tool)
+            json_add_string(p, "tool", s->pending.tool);
+        if (s->pending.summary)
+            json_add_string(p, "summary", s->pending.summary);
+        if (s->pending.requested_at)
+            json_add_string(p, "requestedAt", s->pending.requested_at);
+    }
+    if (s->outcome)
+        json_add_string(o, "outcome", s->outcome);
+    json_add_int64(o, "snapshotSeq", (int64_t)s->snapshot_seq);
+    if (s->updated)
+        json_add_string(o, "updated", s->updated);
+    if (s->intent)
+        cJSON_AddItemToObject(o, "intent", cJSON_CreateTrue());
+    if (s->last_decided)
+        json_add_string(o, "lastDecided", s->last_decided);
+    if (s->result)
+        json_add_string(o, "result", s->result);
+    if (s->artifacts)
+        cJSON_AddItemToObject(o, "artifacts", json_dup(s->artifacts));
+    return o;
+}
+
+int journal_summary_decode(const char *value, size_t len, struct journal_summary *ret,
+                           struct tern_err *err)
+{
+    cJSON *o = NULL;
+    struct journal_summary s;
+    journal_summary_init(&s);
+    int r = json_parse(value, len, &o, err);
+    if (r) {
+        r = err_wrap(err, TERN_EPARSE, "summary");
+        goto out;
+    }
+    int64_t v = 0, last = 0, snap = 0;
+    const cJSON *u = NULL, *p = NULL;
+    const char *outcome = NULL, *updated = NULL, *last_decided = NULL, *result = NULL;
+    const cJSON *artifacts = NULL;
+    if (!cJSON_IsObject(o) ||
+        json_get_bool(o, "summary", "intent", JSON_OPTIONAL, &s.intent, err) ||
+        json_get_string(o, "summary", "lastDecided", JSON_OPTIONAL, &last_decided, err) ||
+        json_get_string(o, "summary", "result", JSON_OPTIONAL, &result, err) ||
+        json_get_array(o, "summary", "artifacts", JSON_OPTIONAL, &artifacts, err) ||
+        json_get_int_range(o, "summary", "v", JSON_REQUIRED, 1, 1, &v, err) ||
+        json_get_int_range(o, "summary", "lastSeq", JSON_REQUIRED, 0, INT64_MAX, &last, err) ||
+        json_get_int_range(o, "summary", "turn", JSON_OPTIONAL, 0, INT64_MAX, &s.turn, err) ||
+        json_get_int_range(o, "summary", "messages", JSON_OPTIONAL, 0, INT64_MAX, &s.messages,
+                           err) ||
+        json_get_int_range(o, "summary", "snapshotSeq", JSON_OPTIONAL, 0, INT64_MAX, &snap, err) ||
+        json_get_object(o, "summary", "usage", JSON_OPTIONAL, &u, err) ||
+        json_get_object(o, "summary", "pendingApproval", JSON_OPTIONAL, &p, err) ||
+        json_get_string(o, "summary", "outcome", JSON_OPTIONAL, &outcome, err) ||
+        json_get_string(o, "summary", "updated", JSON_OPTIONAL, &updated, err)) {
+        /* the getter named the field; report it as a parse error */
+        r = cJSON_IsObject(o) ? TERN_EPARSE : err_set(err, TERN_EPARSE, "summary: not an object");
+        if (err)
+            err->code = r;
+        goto out;
+    }
+    if (u && (json_get_int_range(u, "summary.usage", "modelTurns", JSON_OPTIONAL, 0, INT64_MAX,
+                                 &s.usage.model_turns, err) ||
+              json_get_int_range(u, "summary.usage", "toolCalls", JSON_OPTIONAL, 0, INT64_MAX,
+                                 &s.usage.tool_calls, err) ||
+              json_get_int_range(u, "summary.usage", "promptTokens", JSON_OPTIONAL, 0, INT64_MAX,
+                                 &s.usage.prompt_tokens, err) ||
+              json_get_int_range(u, "summary.usage", "completionTokens", JSON_OPTIONAL, 0,
+                                 INT64_MAX, &s.usage.completion_tokens, err) ||
+              json_get_int_range(u, "summary.usage", "costMicroUSD", JSON_OPTIONAL, 0, INT64_MAX,
+                                 &s.usage.cost_micro_usd, err))) {
+        r = TERN_EPARSE;
+        goto out;
+    }
+    if (p) {
+        const char *id = NULL, *tool = NULL, *sm = NULL, *at = NULL;
+        if (json_get_string(p, "summary.pendingApproval", "id", JSON_REQUIRED, &id, err) ||
+            json_get_string(p, "summary.pendingApproval", "tool", JSON_OPTIONAL, &tool, err) ||
+            json_get_string(p, "summary.pendingApproval", "summary", JSON_OPTIONAL, &sm, err) ||
+            json_get_string(p, "summary.pendingApproval", "requestedAt", JSON_OPTIONAL, &at, err)) {
+            r = TERN_EPARSE;
+            goto out;
+        }
+        s.pending.id = sdup(id);
+        s.pending.tool = sdup(tool);
+        s.pending.summary = sdup(sm);
+        s.pending.requested_at = sdup(at);
+    }
+    s.last_seq = (uint64_t)last;
+    s.snapshot_seq = (uint64_t)snap;
+    s.outcome = sdup(outcome);
+    s.updated = sdup(updated);
+    s.last_decided = sdup(last_decided);
+    s.result = sdup(result);
+    s.artifacts = artifacts ? json_dup(artifacts) : NULL;
+out:
+    cJSON_Delete(o);
+    if (r) {
+        journal_summary_done(&s);
+        return r;
+    }
+    *ret = s;
+    return 0;
+}
