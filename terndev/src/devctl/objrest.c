@@ -4,7 +4,10 @@
 #include "base/buf.h"
 #include "base/mem.h"
 #include "base/num.h"
+#include "base/limits.h"
+#include "devctl/fsutil.h"
 #include "devctl/kobj.h"
+#include "kube/kubeconfig.h"
 #include "http/httpc.h"
 #include "json/json.h"
 
@@ -18,6 +21,7 @@
 
 struct objrest {
     struct objrest_transport t;
+    char *wait_path;
 };
 
 struct objrest *objrest_new(const struct objrest_transport *t)
@@ -29,7 +33,16 @@ struct objrest *objrest_new(const struct objrest_transport *t)
 
 void objrest_free(struct objrest *r)
 {
+    if (!r)
+        return;
+    free(r->wait_path);
     free(r);
+}
+
+void objrest_set_wait_path(struct objrest *r, const char *path)
+{
+    free(r->wait_path);
+    r->wait_path = path ? xstrdup(path) : NULL;
 }
 
 static bool cluster_scoped(const char *res)
@@ -109,6 +122,12 @@ static int call(struct objrest *r, const char *method, const char *path, const c
     else
         cJSON_Delete(j);
     return rc;
+}
+
+int objrest_call(struct objrest *r, const char *method, const char *path, const cJSON *body,
+                 cJSON **ret, struct tern_err *err)
+{
+    return call(r, method, path, body, ret, err);
 }
 
 static int r_get(void *ctx, const char *gvr, const char *ns, const char *name, cJSON **ret,
@@ -273,7 +292,9 @@ static int r_wait(void *ctx, const char *after_rv, int timeout_ms, struct tern_e
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
         cJSON *l = NULL;
-        int rc = call(ctx, "GET", "/api/v1/namespaces?limit=1", NULL, &l, err);
+        struct objrest *r = ctx;
+        int rc = call(r, "GET", r->wait_path ? r->wait_path : "/api/v1/namespaces?limit=1", NULL,
+                      &l, err);
         int64_t rv = kobj_int(l, "metadata.resourceVersion", -1);
         if (rv < 0) {
             const char *s = kobj_str(l, "metadata.resourceVersion");
@@ -316,6 +337,8 @@ struct objrest_https {
     pthread_mutex_t mu;
     struct httpc *c;
     char *server, *ca, *auth;
+    char *cert, *key;
+    size_t cert_len, key_len;
 };
 
 int objrest_https_new(const char *server, const char *ca_pem, const char *token,
@@ -333,6 +356,33 @@ int objrest_https_new(const char *server, const char *ca_pem, const char *token,
     return 0;
 }
 
+int objrest_https_from_kubeconfig(const struct kubeconfig *kc, struct objrest_https **ret,
+                                  struct tern_err *err)
+{
+    char *ca = NULL;
+    if (kc->ca_pem) {
+        ca = xmalloc(kc->ca_pem_len + 1);
+        memcpy(ca, kc->ca_pem, kc->ca_pem_len);
+        ca[kc->ca_pem_len] = 0;
+    } else if (kc->ca_file) {
+        size_t len;
+        int rc = fsutil_read(kc->ca_file, TERN_KUBE_MAX_KUBECONFIG, &ca, &len, err);
+        if (rc)
+            return rc;
+    }
+    int rc = objrest_https_new(kc->server, ca, kc->token, ret, err);
+    free(ca);
+    if (rc)
+        return rc;
+    if (kc->cert_pem && kc->key_pem) {
+        (*ret)->cert = xmemdup(kc->cert_pem, kc->cert_pem_len);
+        (*ret)->cert_len = kc->cert_pem_len;
+        (*ret)->key = xmemdup(kc->key_pem, kc->key_pem_len);
+        (*ret)->key_len = kc->key_pem_len;
+    }
+    return 0;
+}
+
 void objrest_https_free(struct objrest_https *h)
 {
     if (!h)
@@ -342,6 +392,10 @@ void objrest_https_free(struct objrest_https *h)
     free(h->server);
     free(h->ca);
     free(h->auth);
+    if (h->key)
+        explicit_bzero(h->key, h->key_len);
+    free(h->cert);
+    free(h->key);
     free(h);
 }
 
@@ -353,14 +407,19 @@ static int https_request(void *ctx, const char *method, const char *path, const 
     char *url = xasprintf("%s%s", h->server, path);
     const char *headers[4] = {"Content-Type: application/json", "Accept: application/json",
                               h->auth, NULL};
-    struct httpc_tls tls = {.ca_pem = h->ca, .ca_pem_len = h->ca ? strlen(h->ca) : 0};
+    struct httpc_tls tls = {.ca_pem = h->ca,
+                            .ca_pem_len = h->ca ? strlen(h->ca) : 0,
+                            .cert_pem = h->cert,
+                            .cert_pem_len = h->cert_len,
+                            .key_pem = h->key,
+                            .key_pem_len = h->key_len};
     struct httpc_request req = {.method = method,
                                 .url = url,
                                 .headers = headers,
                                 .body = body,
                                 .body_len = body_len,
                                 .timeout_ms = 30000,
-                                .tls = h->ca ? &tls : NULL};
+                                .tls = h->ca || h->cert ? &tls : NULL};
     struct httpc_response resp = {0};
     pthread_mutex_lock(&h->mu);
     int rc = httpc_do(h->c, &req, &resp, err);

@@ -32,6 +32,8 @@
 #include "base/err.h"
 #include "devctl/objstore.h"
 
+#include <cJSON.h>
+
 #include <stddef.h>
 
 /* One HTTP exchange. path includes the query string. Returns 0 with the
@@ -52,12 +54,30 @@ struct objrest *objrest_new(const struct objrest_transport *t);
 void objrest_free(struct objrest *r);
 struct objstore objrest_objstore(struct objrest *r);
 
+/* The list wait polls instead of /api/v1/namespaces?limit=1 (a node agent
+ * may not list namespaces; e.g. "/api/v1/pods?limit=1&fieldSelector=..."):
+ * any list whose resourceVersion is the store revision. Copied. */
+void objrest_set_wait_path(struct objrest *r, const char *path);
+
+/* One request outside the objstore operations (a subresource such as
+ * serviceaccounts/NAME/token): body (may be NULL) is sent as JSON; on 2xx
+ * returns 0 and *ret (the parsed body or NULL; ret may be NULL), else the
+ * status mapped as above. */
+int objrest_call(struct objrest *r, const char *method, const char *path, const cJSON *body,
+                 cJSON **ret, struct tern_err *err);
+
 /* An HTTPS transport (libcurl) to server (e.g. "https://127.0.0.1:6443")
  * with a CA PEM (NULL: system CAs) and bearer token (may be NULL); requests
  * are serialised by a mutex. Returns 0 and *ret. */
 struct objrest_https;
 int objrest_https_new(const char *server, const char *ca_pem, const char *token,
                       struct objrest_https **ret, struct tern_err *err);
+/* The same from a kubeconfig (server, CA, client certificate and key or a
+ * static token; copied): how tern-node talks to a real API server as
+ * system:node:<name>. */
+struct kubeconfig;
+int objrest_https_from_kubeconfig(const struct kubeconfig *kc, struct objrest_https **ret,
+                                  struct tern_err *err);
 void objrest_https_free(struct objrest_https *h);
 struct objrest_transport objrest_https_transport(struct objrest_https *h);
 

@@ -35,6 +35,11 @@ int kubelet_new(const struct objstore *store, const struct kubelet_cfg *cfg, str
     k->s = store;
     k->dir = xstrdup(cfg->dir);
     k->node = xstrdup(cfg->node_name ? cfg->node_name : "tern-dev");
+    k->version = xstrdup(cfg->version ? cfg->version : TERN_KUBELET_VERSION);
+    k->scheduled_only = cfg->scheduled_only;
+    k->token_fn = cfg->token_fn;
+    k->token_ctx = cfg->token_ctx;
+    k->kubelet_port = cfg->kubelet_port;
     k->api_host = cfg->api_host ? xstrdup(cfg->api_host) : NULL;
     k->api_port = cfg->api_port;
     k->ca_pem = cfg->ca_pem ? xstrdup(cfg->ca_pem) : NULL;
@@ -69,13 +74,15 @@ int kubelet_new(const struct objstore *store, const struct kubelet_cfg *cfg, str
 
 static void cache_clear(struct kubelet *k)
 {
+    free(k->cache_uid);
     free(k->cache_ns);
     cJSON_Delete(k->cms);
     cJSON_Delete(k->secrets);
     cJSON_Delete(k->pvcs);
+    cJSON_Delete(k->pvs);
     cJSON_Delete(k->netpols);
-    k->cache_ns = NULL;
-    k->cms = k->secrets = k->pvcs = k->netpols = NULL;
+    k->cache_uid = k->cache_ns = NULL;
+    k->cms = k->secrets = k->pvcs = k->pvs = k->netpols = NULL;
 }
 
 void kubelet_free(struct kubelet *k)
@@ -88,6 +95,8 @@ void kubelet_free(struct kubelet *k)
     cache_clear(k);
     free(k->dir);
     free(k->node);
+    free(k->node_uid);
+    free(k->version);
     free(k->api_host);
     free(k->ca_pem);
     free(k->bin_dir);
@@ -97,7 +106,7 @@ void kubelet_free(struct kubelet *k)
     free(k);
 }
 
-/* ---- namespace cache ---- */
+/* ---- what a pod uses ---- */
 
 static cJSON *list_items(struct kubelet *k, const char *gvr, const char *ns)
 {
@@ -109,16 +118,85 @@ static cJSON *list_items(struct kubelet *k, const char *gvr, const char *ns)
     return it ? it : cJSON_CreateArray();
 }
 
-void kubelet__cache_ns(struct kubelet *k, const char *ns)
+/* Adds the object gvr ns/name to arr unless it is there already or cannot
+ * be read (a missing object is the pod's problem, reported by podplan). */
+static void fetch_into(struct kubelet *k, cJSON *arr, const char *gvr, const char *ns,
+                       const char *name)
 {
-    if (k->cache_ns && strcmp(k->cache_ns, ns) == 0)
+    if (!name || !*name)
         return;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr)
+    {
+        const char *n = kobj_str(it, "metadata.name");
+        if (n && strcmp(n, name) == 0)
+            return;
+    }
+    cJSON *o = NULL;
+    if (objstore_get(k->s, gvr, ns, name, &o, NULL) == 0)
+        cJSON_AddItemToArray(arr, o);
+}
+
+static void fetch_env_refs(struct kubelet *k, const cJSON *pod, const char *ns)
+{
+    static const char *const lists[] = {"spec.initContainers", "spec.containers"};
+    for (int l = 0; l < 2; l++) {
+        const cJSON *c;
+        cJSON_ArrayForEach(c, kobj_at(pod, lists[l]))
+        {
+            const cJSON *e;
+            cJSON_ArrayForEach(e, kobj_at(c, "env"))
+            {
+                fetch_into(k, k->cms, "v1/configmaps", ns,
+                           kobj_str(e, "valueFrom.configMapKeyRef.name"));
+                fetch_into(k, k->secrets, "v1/secrets", ns,
+                           kobj_str(e, "valueFrom.secretKeyRef.name"));
+            }
+            cJSON_ArrayForEach(e, kobj_at(c, "envFrom"))
+            {
+                fetch_into(k, k->cms, "v1/configmaps", ns, kobj_str(e, "configMapRef.name"));
+                fetch_into(k, k->secrets, "v1/secrets", ns, kobj_str(e, "secretRef.name"));
+            }
+        }
+    }
+}
+
+void kubelet__cache_pod(struct kubelet *k, const cJSON *pod)
+{
+    const char *uid = kobj_str(pod, "metadata.uid");
+    const char *ns = kobj_str(pod, "metadata.namespace");
+    ns = ns ? ns : "default";
+    if (uid && k->cache_uid && strcmp(k->cache_uid, uid) == 0)
+        return;
+    bool same_ns = k->cache_ns && strcmp(k->cache_ns, ns) == 0;
+    cJSON *netpols = same_ns ? k->netpols : NULL;
+    k->netpols = NULL;
     cache_clear(k);
+    k->cache_uid = uid ? xstrdup(uid) : NULL;
     k->cache_ns = xstrdup(ns);
-    k->cms = list_items(k, "v1/configmaps", ns);
-    k->secrets = list_items(k, "v1/secrets", ns);
-    k->pvcs = list_items(k, "v1/persistentvolumeclaims", ns);
-    k->netpols = list_items(k, "networking.k8s.io/v1/networkpolicies", ns);
+    k->netpols = netpols ? netpols : list_items(k, "networking.k8s.io/v1/networkpolicies", ns);
+    k->cms = cJSON_CreateArray();
+    k->secrets = cJSON_CreateArray();
+    k->pvcs = cJSON_CreateArray();
+    k->pvs = cJSON_CreateArray();
+    const cJSON *v;
+    cJSON_ArrayForEach(v, kobj_at(pod, "spec.volumes"))
+    {
+        fetch_into(k, k->cms, "v1/configmaps", ns, kobj_str(v, "configMap.name"));
+        fetch_into(k, k->secrets, "v1/secrets", ns, kobj_str(v, "secret.secretName"));
+        fetch_into(k, k->pvcs, "v1/persistentvolumeclaims", ns,
+                   kobj_str(v, "persistentVolumeClaim.claimName"));
+        const cJSON *src;
+        cJSON_ArrayForEach(src, kobj_at(v, "projected.sources"))
+        {
+            fetch_into(k, k->cms, "v1/configmaps", ns, kobj_str(src, "configMap.name"));
+            fetch_into(k, k->secrets, "v1/secrets", ns, kobj_str(src, "secret.name"));
+        }
+    }
+    fetch_env_refs(k, pod, ns);
+    const cJSON *pvc;
+    cJSON_ArrayForEach(pvc, k->pvcs)
+        fetch_into(k, k->pvs, "v1/persistentvolumes", "", kobj_str(pvc, "spec.volumeName"));
 }
 
 /* ---- sync ---- */
@@ -232,7 +310,16 @@ static struct kpod *find_pod(struct kubelet *k, const char *uid)
 int kubelet_sync(struct kubelet *k, int64_t now_ms, struct tern_err *err)
 {
     int rc = kubelet__sync_node(k, now_ms, err);
-    cJSON *pods = list_items(k, "v1/pods", NULL);
+    cJSON *l = NULL, *pods = NULL;
+    if (objstore_list(k->s, "v1/pods", NULL, &l, NULL) == 0) {
+        const char *rv = kobj_str(l, "metadata.resourceVersion");
+        if (rv && strlen(rv) < sizeof k->last_rv)
+            memcpy(k->last_rv, rv, strlen(rv) + 1);
+        pods = cJSON_DetachItemFromObjectCaseSensitive(l, "items");
+    }
+    cJSON_Delete(l);
+    if (!pods)
+        pods = cJSON_CreateArray();
     for (size_t i = 0; i < k->npods; i++)
         k->pods[i]->seen = false;
     const cJSON *pod;
@@ -244,7 +331,9 @@ int kubelet_sync(struct kubelet *k, int64_t now_ms, struct tern_err *err)
             continue;
         struct kpod *p = find_pod(k, uid);
         cJSON *adopted = NULL;
-        if (!node || !*node) {
+        if ((!node || !*node) && k->scheduled_only) {
+            continue; /* the scheduler places it */
+        } else if (!node || !*node) {
             if (!p || !p->adopted) {
                 if (kobj_deleting(pod))
                     continue;
@@ -314,15 +403,9 @@ int kubelet_run(struct kubelet *k, volatile int *stop, int period_ms)
             if (d)
                 closedir(d);
         }
-        cJSON *l = NULL;
-        char rv[32] = "0";
-        if (objstore_list(k->s, "v1/namespaces", NULL, &l, NULL) == 0) {
-            const char *s = kobj_str(l, "metadata.resourceVersion");
-            if (s && strlen(s) < sizeof rv)
-                memcpy(rv, s, strlen(s) + 1);
-        }
-        cJSON_Delete(l);
-        objstore_wait(k->s, rv, period_ms, NULL);
+        /* until something changes after the pods list of that pass (or the
+         * period ends: probes, backoffs, heartbeats) */
+        objstore_wait(k->s, k->last_rv[0] ? k->last_rv : "0", period_ms, NULL);
     }
     return 0;
 }

@@ -62,9 +62,29 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Obtains a service-account token for pod (its spec.serviceAccountName,
+ * bound to the pod) through the TokenRequest API; 0 and a new *ret_token, or
+ * an error (message in err) that keeps the pod's containers waiting. */
+typedef int (*kubelet_token_fn)(void *ctx, const cJSON *pod, const char *sa_name,
+                                char **ret_token, struct tern_err *err);
+
+/* nodeInfo.kubeletVersion unless kubelet_cfg.version says otherwise */
+#define TERN_KUBELET_VERSION "v1.32.0-tern"
+
 struct kubelet_cfg {
     const char *dir;        /* tern-dev's DIR */
     const char *node_name;  /* "tern-dev" when NULL */
+    /* A node agent of a cluster with a scheduler (tern-node): only pods whose
+     * spec.nodeName is this node run here, none is bound by the kubelet; the
+     * Node gets a Lease in kube-node-lease renewed every 10 s. false
+     * (tern-dev): the kubelet is the only node and binds every pod. */
+    bool scheduled_only;
+    /* Tokens through the TokenRequest API (tern-node), used for projected
+     * serviceAccountToken volumes; NULL: minted with sa_key (tern-dev). */
+    kubelet_token_fn token_fn;
+    void *token_ctx;
+    int kubelet_port;       /* status.daemonEndpoints.kubeletEndpoint.Port; 0: none */
+    const char *version;    /* nodeInfo.kubeletVersion; NULL: TERN_KUBELET_VERSION */
     const char *api_host;   /* KUBERNETES_SERVICE_HOST; NULL: not set */
     int api_port;
     const char *ca_pem;     /* ca.crt contents, may be NULL */

@@ -64,12 +64,13 @@ static bool isolated(struct kubelet *k, const cJSON *pod)
 
 static void fill_in(struct kubelet *k, struct kpod *p, const cJSON *pod, struct podplan_in *in)
 {
-    kubelet__cache_ns(k, p->ns);
+    kubelet__cache_pod(k, pod);
     *in = (struct podplan_in){
         .pod = pod,
         .configmaps = k->cms,
         .secrets = k->secrets,
         .pvcs = k->pvcs,
+        .pvs = k->pvs,
         .pod_dir = p->dir,
         .volume_root = k->voldir,
         .pod_ip = p->ip,
@@ -100,13 +101,30 @@ static bool automount(struct kubelet *k, const cJSON *pod, const char *sa_name)
 
 /* ---- preparing a pod ---- */
 
+/* True when a projected volume of pod has a serviceAccountToken source. */
+static bool wants_token(const cJSON *pod)
+{
+    const cJSON *v, *src;
+    cJSON_ArrayForEach(v, kobj_at(pod, "spec.volumes"))
+        cJSON_ArrayForEach(src, kobj_at(v, "projected.sources"))
+            if (kobj_has(src, "serviceAccountToken"))
+                return true;
+    return false;
+}
+
 int kubelet__prepare(struct kubelet *k, struct kpod *p, const cJSON *pod, struct tern_err *err)
 {
     if (p->prepared)
         return 0;
     const char *sa_name = kobj_str(pod, "spec.serviceAccountName");
     sa_name = sa_name ? sa_name : "default";
-    if (k->have_key && !p->sa_token && automount(k, pod, sa_name)) {
+    if (k->token_fn && !p->sa_token && wants_token(pod)) {
+        /* a cluster's admission put the token volume in the spec; the
+         * token itself comes from the TokenRequest API, bound to the pod */
+        int r = k->token_fn(k->token_ctx, pod, sa_name, &p->sa_token, err);
+        if (r)
+            return err_wrap(err, r, "serviceaccount \"%s\" token", sa_name);
+    } else if (k->have_key && !p->sa_token && automount(k, pod, sa_name)) {
         cJSON *sa = NULL;
         int r = objstore_get(k->s, "v1/serviceaccounts", p->ns, sa_name, &sa, err);
         if (r == 0)

@@ -4,8 +4,9 @@
  *   kubelet.c            lifecycle (new/free), the sync pass over the
  *                        store's pods (binding, one pod's sync ending in its
  *                        status write and final delete), the run loop,
- *                        shutdown, the per-pass namespace cache
- *   kubelet_node.c       the Node object: registration and heartbeat
+ *                        shutdown, the per-pass cache of what a pod uses
+ *   kubelet_node.c       the Node object: registration and heartbeat, and
+ *                        the node's Lease
  *   kubelet_pod.c        the kubelet's record of a pod: built from the store
  *                        (restoring what a previous instance reported), pod
  *                        IPs, a container's end and restart backoff, log paths
@@ -63,8 +64,11 @@ struct kpod {
 
 struct kubelet {
     const struct objstore *s;
-    char *dir, *node, *api_host, *ca_pem, *bin_dir, *bwrap, *podsdir, *voldir;
-    int api_port;
+    char *dir, *node, *api_host, *ca_pem, *bin_dir, *bwrap, *podsdir, *voldir, *version;
+    int api_port, kubelet_port;
+    bool scheduled_only;
+    kubelet_token_fn token_fn;
+    void *token_ctx;
     unsigned char sa_key[SATOKEN_KEY_LEN];
     bool have_key, cgroups;
     int64_t backoff, backoff_max;
@@ -72,25 +76,31 @@ struct kubelet {
     size_t npods;
     unsigned char ipused[65536 / 8];
     uint32_t ip_start;
-    int64_t last_node_ms;
-    /* per-sync cache of namespace objects */
-    char *cache_ns;
-    cJSON *cms, *secrets, *pvcs, *netpols;
+    int64_t last_node_ms, last_lease_ms;
+    char last_rv[32];      /* resourceVersion of the last pods list */
+    char *node_uid;
+    /* per-sync cache: the objects one pod uses (fetched by name, as a node
+     * may read only what its pods reference) and its namespace's policies */
+    char *cache_uid, *cache_ns;
+    cJSON *cms, *secrets, *pvcs, *pvs, *netpols;
 };
 
 /* ---- kubelet.c ---- */
 
 /* CLOCK_REALTIME in milliseconds. */
 int64_t kubelet__now_real_ms(void);
-/* Fills k's cache (configmaps, secrets, PVCs, network policies) with
- * namespace ns unless it already holds it; a list that fails is empty. */
-void kubelet__cache_ns(struct kubelet *k, const char *ns);
+/* Fills k's cache with what pod references (its ConfigMaps, Secrets, PVCs
+ * and their PersistentVolumes, each read by name; a missing one is left
+ * out) and the NetworkPolicies of its namespace, unless the cache already
+ * holds them. */
+void kubelet__cache_pod(struct kubelet *k, const cJSON *pod);
 
 /* ---- kubelet_node.c ---- */
 
 /* Creates the Node when missing and writes its status (capacity, Ready,
- * addresses, nodeInfo), at most every 30 s. Returns 0 (also on a conflict
- * or a concurrent create) or the store's error. */
+ * addresses, nodeInfo), at most every 30 s; with scheduled_only also renews
+ * the node's Lease in kube-node-lease every 10 s. Returns 0 (also on a
+ * conflict or a concurrent create) or the store's error. */
 int kubelet__sync_node(struct kubelet *k, int64_t now_ms, struct tern_err *err);
 
 /* ---- kubelet_pod.c ---- */

@@ -52,15 +52,21 @@ static off_t tail_offset(int fd, off_t size, int64_t n)
     return 0;
 }
 
-/* Appends [from, EOF) of path, at most *left bytes (-1 none); returns the new
- * offset in *ret_off. A missing file is empty. */
-static int append_from(const char *path, off_t from, int64_t *left, struct buf *out,
-                       off_t *ret_off, struct tern_err *err)
+/* Appends [from, EOF) of path, at most *left bytes (-1 none) and at most
+ * chunk bytes (0: no bound); returns the new offset in *ret_off and whether
+ * the end of the file was reached in *ret_eof (may be NULL). A missing file
+ * is empty. */
+static int append_from(const char *path, off_t from, int64_t *left, size_t chunk,
+                       struct buf *out, off_t *ret_off, bool *ret_eof, struct tern_err *err)
 {
+    if (ret_eof)
+        *ret_eof = false;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) {
             *ret_off = from;
+            if (ret_eof)
+                *ret_eof = true;
             return 0;
         }
         return err_set(err, -errno, "open %s: %s", path, strerror(errno));
@@ -68,10 +74,13 @@ static int append_from(const char *path, off_t from, int64_t *left, struct buf *
     char buf[65536];
     off_t pos = from;
     int rc = 0;
+    size_t taken = 0;
     for (;;) {
         size_t want = sizeof buf;
         if (*left >= 0 && (int64_t)want > *left)
             want = (size_t)*left;
+        if (chunk && want > chunk - taken)
+            want = chunk - taken;
         if (want == 0)
             break;
         ssize_t r = pread(fd, buf, want, pos);
@@ -81,11 +90,15 @@ static int append_from(const char *path, off_t from, int64_t *left, struct buf *
             rc = err_set(err, -errno, "read %s: %s", path, strerror(errno));
             break;
         }
-        if (r == 0)
+        if (r == 0) {
+            if (ret_eof)
+                *ret_eof = true;
             break;
+        }
         if ((rc = buf_append(out, buf, (size_t)r)))
             break;
         pos += r;
+        taken += (size_t)r;
         if (*left >= 0)
             *left -= r;
     }
@@ -123,7 +136,7 @@ int podlog_read(const char *dir, const cJSON *pod, const struct podlog_opts *o, 
     if (rc)
         return rc;
     int64_t left = o->limit_bytes;
-    rc = append_from(path, off, &left, out, &off, err);
+    rc = append_from(path, off, &left, 0, out, &off, NULL, err);
     free(path);
     return rc;
 }
@@ -162,12 +175,19 @@ int podlog_follow_open(const char *dir, const cJSON *pod, const struct podlog_op
 int podlog_follow_next(struct podlog_follow *f, const cJSON *pod_now, struct buf *out,
                        bool *ret_done, struct tern_err *err)
 {
+    return podlog_follow_chunk(f, pod_now, 0, out, ret_done, err);
+}
+
+int podlog_follow_chunk(struct podlog_follow *f, const cJSON *pod_now, size_t chunk,
+                        struct buf *out, bool *ret_done, struct tern_err *err)
+{
     bool running = pod_now && kubelet_log_running(pod_now, f->container, f->restart_count);
-    int rc = append_from(f->path, f->offset, &f->left, out, &f->offset, err);
+    bool eof = false;
+    int rc = append_from(f->path, f->offset, &f->left, chunk, out, &f->offset, &eof, err);
     if (rc)
         return rc;
     /* read once more after it stopped so nothing written last is lost */
-    *ret_done = !running || f->left == 0;
+    *ret_done = (!running && eof) || f->left == 0;
     return 0;
 }
 

@@ -41,6 +41,12 @@ int podlog_follow_open(const char *dir, const cJSON *pod, const struct podlog_op
 /* Appends new bytes; sets *ret_done when the stream is over. */
 int podlog_follow_next(struct podlog_follow *f, const cJSON *pod_now, struct buf *out,
                        bool *ret_done, struct tern_err *err);
+/* As podlog_follow_next, appending at most chunk bytes (0: no bound), so a
+ * large log can be streamed in pieces; *ret_done only once the end was
+ * reached. With pod_now NULL (not following) it ends at the end of the
+ * file. */
+int podlog_follow_chunk(struct podlog_follow *f, const cJSON *pod_now, size_t chunk,
+                        struct buf *out, bool *ret_done, struct tern_err *err);
 void podlog_follow_free(struct podlog_follow *f);
 
 #endif

@@ -94,6 +94,17 @@ int podplan_volume_source(const struct podplan_in *in, const char *name, char **
         if (!pvc || kobj_deleting(pvc) || !phase || strcmp(phase, "Bound") != 0)
             return err_set(err, TERN_ENOTFOUND,
                            "persistentvolumeclaim \"%s\" not found or not bound", claim ? claim : "");
+        const cJSON *pv = by_name(in->pvs, kobj_str(pvc, "spec.volumeName"));
+        const char *path = kobj_str(pv, "spec.hostPath.path");
+        path = path ? path : kobj_str(pv, "spec.local.path");
+        if (pv && (!path || path[0] != '/'))
+            return err_set(err, TERN_EINVALID,
+                           "persistentvolume \"%s\": only hostPath and local volumes are supported",
+                           kobj_str(pv, "metadata.name"));
+        if (path) {
+            *ret = xstrdup(path);
+            return 0;
+        }
         const char *ns = kobj_str(in->pod, "metadata.namespace");
         *ret = xasprintf("%s/%s/%s", in->volume_root, ns ? ns : "default",
                          kobj_str(pvc, "metadata.uid"));

@@ -60,8 +60,11 @@ struct podplan_in {
     const cJSON *configmaps; /* array: the ConfigMaps of the pod's namespace */
     const cJSON *secrets;    /* array: the Secrets of the pod's namespace */
     const cJSON *pvcs;       /* array: the PVCs of the pod's namespace */
+    const cJSON *pvs;        /* array: their PersistentVolumes, or NULL */
     const char *pod_dir;     /* per-pod directory on the host */
-    const char *volume_root; /* PVC dirs: VOLUME_ROOT/<ns>/<pvc-uid> */
+    const char *volume_root; /* PVC dirs: the bound PersistentVolume's
+                              * hostPath/local path, else (tern-dev, which
+                              * makes no PV objects) VOLUME_ROOT/<ns>/<pvc-uid> */
     const char *pod_ip;
     const char *host_ip;
     const char *sa_token;    /* NULL: no token */
