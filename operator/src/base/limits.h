@@ -128,6 +128,13 @@
 #define TERN_KUBELET_MAX_VALUE       (1u << 20)  /* one expanded env value / downward file */
 #define TERN_KUBELET_MAX_KEY_FILE    4096        /* the service-account key file */
 
+/* tern-node (nodeagent/): its kubelet endpoint and TokenRequest tokens */
+#define TERN_KUBELETAPI_MAX_CONNS    32          /* connections served at once */
+#define TERN_KUBELETAPI_MAX_HEAD     16384       /* request line + headers, bytes */
+#define TERN_KUBELETAPI_IO_TIMEOUT_S 30          /* TLS handshake, reading the head, one write */
+#define TERN_KUBELETAPI_CHUNK        (64u << 10) /* log bytes per write */
+#define TERN_NODE_MAX_TOKEN          (64u << 10) /* a TokenRequest's token */
+
 /* base/glob (policy approval/writable globs, spec globs, sandboxd --writable) */
 #define TERN_GLOB_MAX_PATTERN 4096 /* one glob, bytes */
 

@@ -22,6 +22,7 @@
 struct objrest {
     struct objrest_transport t;
     char *wait_path;
+    char *sel_gvr, *sel_query; /* objrest_set_list_selector */
 };
 
 struct objrest *objrest_new(const struct objrest_transport *t)
@@ -36,7 +37,19 @@ void objrest_free(struct objrest *r)
     if (!r)
         return;
     free(r->wait_path);
+    free(r->sel_gvr);
+    free(r->sel_query);
     free(r);
+}
+
+void objrest_set_list_selector(struct objrest *r, const char *gvr, const char *selector)
+{
+    free(r->sel_gvr);
+    free(r->sel_query);
+    char *e = httpc_escape(selector);
+    r->sel_gvr = xstrdup(gvr);
+    r->sel_query = xasprintf("?fieldSelector=%s", e);
+    free(e);
 }
 
 void objrest_set_wait_path(struct objrest *r, const char *path)
@@ -150,9 +163,15 @@ static int r_get(void *ctx, const char *gvr, const char *ns, const char *name, c
 
 static int r_list(void *ctx, const char *gvr, const char *ns, cJSON **ret, struct tern_err *err)
 {
+    struct objrest *r = ctx;
     char *p = path_of(gvr, ns, NULL, NULL);
     if (!p)
         return err_set(err, TERN_EINVALID, "bad resource %s", gvr);
+    if (r->sel_gvr && strcmp(r->sel_gvr, gvr) == 0) {
+        char *q = xasprintf("%s%s", p, r->sel_query);
+        free(p);
+        p = q;
+    }
     cJSON *l = NULL;
     int rc = call(ctx, "GET", p, NULL, &l, err);
     free(p);

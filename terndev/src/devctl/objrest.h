@@ -59,6 +59,11 @@ struct objstore objrest_objstore(struct objrest *r);
  * any list whose resourceVersion is the store revision. Copied. */
 void objrest_set_wait_path(struct objrest *r, const char *path);
 
+/* Every list of gvr gets fieldSelector=selector (e.g. "v1/pods" with
+ * "spec.nodeName=NODE": a node may list only its own pods). Copied; one
+ * gvr at a time. */
+void objrest_set_list_selector(struct objrest *r, const char *gvr, const char *selector);
+
 /* One request outside the objstore operations (a subresource such as
  * serviceaccounts/NAME/token): body (may be NULL) is sent as JSON; on 2xx
  * returns 0 and *ret (the parsed body or NULL; ret may be NULL), else the

@@ -56,7 +56,8 @@ int devrun_start(const struct devrun_cfg *cfg, struct devrun **ret, struct tern_
     r->kubelet_rc = 1;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
-    r->ctl = devctl_new(&r->store, &cfg->ctl);
+    if (!cfg->kubelet_only)
+        r->ctl = devctl_new(&r->store, &cfg->ctl);
     if (pthread_create(&r->kubelet_thread, NULL, kubelet_main, r) != 0) {
         devrun_stop(r, 0);
         return err_set(err, -EAGAIN, "cannot start the kubelet thread");
@@ -72,6 +73,10 @@ int devrun_start(const struct devrun_cfg *cfg, struct devrun **ret, struct tern_
             *err = r->kerr;
         devrun_stop(r, 0);
         return rc;
+    }
+    if (!r->ctl) {
+        *ret = r;
+        return 0;
     }
     if (pthread_create(&r->ctl_thread, NULL, ctl_main, r) != 0) {
         devrun_stop(r, 0);

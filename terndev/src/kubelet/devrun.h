@@ -15,9 +15,12 @@
 #include "devctl/objstore.h"
 #include "kubelet/kubelet.h"
 
+#include <stdbool.h>
+
 struct devrun_cfg {
     struct objstore store;   /* must be thread-safe (both threads use it) */
     struct devctl_cfg ctl;   /* borrowed until devrun_start returns */
+    bool kubelet_only;       /* no controllers (a node of a cluster that runs its own) */
     struct kubelet_cfg kubelet;
     int period_ms;           /* resync period; 1000 when 0 */
 };

@@ -40,6 +40,8 @@ int kubelet_new(const struct objstore *store, const struct kubelet_cfg *cfg, str
     k->token_fn = cfg->token_fn;
     k->token_ctx = cfg->token_ctx;
     k->kubelet_port = cfg->kubelet_port;
+    k->on_error = cfg->on_error;
+    k->on_error_ctx = cfg->on_error_ctx;
     k->api_host = cfg->api_host ? xstrdup(cfg->api_host) : NULL;
     k->api_port = cfg->api_port;
     k->ca_pem = cfg->ca_pem ? xstrdup(cfg->ca_pem) : NULL;
@@ -311,7 +313,12 @@ int kubelet_sync(struct kubelet *k, int64_t now_ms, struct tern_err *err)
 {
     int rc = kubelet__sync_node(k, now_ms, err);
     cJSON *l = NULL, *pods = NULL;
-    if (objstore_list(k->s, "v1/pods", NULL, &l, NULL) == 0) {
+    k->last_rv[0] = 0;
+    struct tern_err lerr = {0};
+    int lr = objstore_list(k->s, "v1/pods", NULL, &l, &lerr);
+    if (lr && !rc)
+        rc = err_set(err, lr, "list pods: %s", lerr.msg);
+    if (lr == 0) {
         const char *rv = kobj_str(l, "metadata.resourceVersion");
         if (rv && strlen(rv) < sizeof k->last_rv)
             memcpy(k->last_rv, rv, strlen(rv) + 1);
@@ -388,7 +395,9 @@ int kubelet_run(struct kubelet *k, volatile int *stop, int period_ms)
     /* Also remove pod directories left by pods that no longer exist. */
     bool swept = false;
     while (!*stop) {
-        kubelet_sync(k, kubelet__now_real_ms(), NULL);
+        struct tern_err err = {0};
+        if (kubelet_sync(k, kubelet__now_real_ms(), &err) && k->on_error)
+            k->on_error(k->on_error_ctx, err.msg);
         if (!swept) {
             swept = true;
             DIR *d = opendir(k->podsdir);
@@ -404,8 +413,14 @@ int kubelet_run(struct kubelet *k, volatile int *stop, int period_ms)
                 closedir(d);
         }
         /* until something changes after the pods list of that pass (or the
-         * period ends: probes, backoffs, heartbeats) */
-        objstore_wait(k->s, k->last_rv[0] ? k->last_rv : "0", period_ms, NULL);
+         * period ends: probes, backoffs, heartbeats); without a list, the
+         * whole period */
+        if (k->last_rv[0]) {
+            objstore_wait(k->s, k->last_rv, period_ms, NULL);
+        } else {
+            struct timespec ts = {period_ms / 1000, (period_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
     }
     return 0;
 }

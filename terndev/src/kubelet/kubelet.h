@@ -85,6 +85,10 @@ struct kubelet_cfg {
     void *token_ctx;
     int kubelet_port;       /* status.daemonEndpoints.kubeletEndpoint.Port; 0: none */
     const char *version;    /* nodeInfo.kubeletVersion; NULL: TERN_KUBELET_VERSION */
+    /* kubelet_run reports the error of a pass here (may be NULL): the
+     * caller's log, since library code does not log */
+    void (*on_error)(void *ctx, const char *msg);
+    void *on_error_ctx;
     const char *api_host;   /* KUBERNETES_SERVICE_HOST; NULL: not set */
     int api_port;
     const char *ca_pem;     /* ca.crt contents, may be NULL */

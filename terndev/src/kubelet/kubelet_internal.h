@@ -69,6 +69,8 @@ struct kubelet {
     bool scheduled_only;
     kubelet_token_fn token_fn;
     void *token_ctx;
+    void (*on_error)(void *ctx, const char *msg);
+    void *on_error_ctx;
     unsigned char sa_key[SATOKEN_KEY_LEN];
     bool have_key, cgroups;
     int64_t backoff, backoff_max;

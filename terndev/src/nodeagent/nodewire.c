@@ -1,0 +1,333 @@
+/* nodewire.c - tern-node's kubelet, provisioner and kubelet endpoint over
+ * a real API server (see nodewire.h). */
+#include "nodeagent/nodewire.h"
+
+#include "base/limits.h"
+#include "base/mem.h"
+#include "base/num.h"
+#include "devctl/kobj.h"
+#include "devctl/objrest.h"
+#include "http/httpc.h"
+#include "json/json.h"
+#include "kube/kubeconfig.h"
+#include "kubelet/devrun.h"
+#include "nodeagent/kubeletapi.h"
+#include "nodeagent/localpv.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* One connection to the API server. */
+struct link {
+    struct objrest_https *https;
+    struct objrest *rest;
+    struct objstore store;
+};
+
+struct nodewire {
+    char *node, *voldir, *version, *api_host;
+    struct link kubelet, pv, api;
+    struct devrun *run;
+    struct kubeletapi *kapi;
+    pthread_t pv_thread;
+    bool pv_started;
+    volatile int stop_pv;
+    void (*on_error)(void *ctx, const char *what, const char *msg);
+    void *on_error_ctx;
+};
+
+static void kubelet_error(void *ctx, const char *msg)
+{
+    struct nodewire *w = ctx;
+    if (w->on_error)
+        w->on_error(w->on_error_ctx, "kubelet", msg);
+}
+
+static int link_open(struct link *l, const struct kubeconfig *kc, struct tern_err *err)
+{
+    int rc = objrest_https_from_kubeconfig(kc, &l->https, err);
+    if (rc)
+        return rc;
+    struct objrest_transport t = objrest_https_transport(l->https);
+    l->rest = objrest_new(&t);
+    l->store = objrest_objstore(l->rest);
+    return 0;
+}
+
+static void link_close(struct link *l)
+{
+    objrest_free(l->rest);
+    objrest_https_free(l->https);
+    *l = (struct link){0};
+}
+
+/* ---- the API calls the kubelet and its endpoint need ---- */
+
+/* TokenRequest for the pod's service account, bound to the pod, with the
+ * audience and lifetime of its projected token source (the API server's
+ * defaults when unset). */
+static int request_token(void *ctx, const cJSON *pod, const char *sa_name, char **ret_token,
+                         struct tern_err *err)
+{
+    struct nodewire *w = ctx;
+    const char *ns = kobj_str(pod, "metadata.namespace");
+    const cJSON *v, *src, *proj = NULL;
+    cJSON_ArrayForEach(v, kobj_at(pod, "spec.volumes"))
+        cJSON_ArrayForEach(src, kobj_at(v, "projected.sources"))
+            if (!proj && kobj_has(src, "serviceAccountToken"))
+                proj = kobj_at(src, "serviceAccountToken");
+    cJSON *tr = cJSON_CreateObject();
+    json_add_string(tr, "apiVersion", "authentication.k8s.io/v1");
+    json_add_string(tr, "kind", "TokenRequest");
+    cJSON *aud = cJSON_CreateArray();
+    const char *a = kobj_str(proj, "audience");
+    if (a && *a)
+        cJSON_AddItemToArray(aud, cJSON_CreateString(a));
+    kobj_set_item(tr, "spec.audiences", aud);
+    kobj_set_int(tr, "spec.expirationSeconds", kobj_int(proj, "expirationSeconds", 3607));
+    cJSON *ref = kobj_obj(tr, "spec.boundObjectRef");
+    json_add_string(ref, "apiVersion", "v1");
+    json_add_string(ref, "kind", "Pod");
+    json_add_string(ref, "name", kobj_str(pod, "metadata.name"));
+    json_add_string(ref, "uid", kobj_str(pod, "metadata.uid"));
+    char *ens = httpc_escape(ns ? ns : "default"), *esa = httpc_escape(sa_name);
+    char *path = xasprintf("/api/v1/namespaces/%s/serviceaccounts/%s/token", ens, esa);
+    free(ens);
+    free(esa);
+    cJSON *resp = NULL;
+    int rc = objrest_call(w->kubelet.rest, "POST", path, tr, &resp, err);
+    free(path);
+    cJSON_Delete(tr);
+    const char *tok = kobj_str(resp, "status.token");
+    if (rc == 0 && (!tok || !*tok || strlen(tok) > TERN_NODE_MAX_TOKEN))
+        rc = err_set(err, TERN_EPARSE, "TokenRequest: no usable status.token in the answer");
+    if (rc == 0)
+        *ret_token = xstrdup(tok);
+    cJSON_Delete(resp);
+    return rc;
+}
+
+static int authorize(void *ctx, const char *user, const char *const *groups, size_t ngroups,
+                     const char *verb, const char *subresource, struct tern_err *err)
+{
+    struct nodewire *w = ctx;
+    cJSON *sar = cJSON_CreateObject();
+    json_add_string(sar, "apiVersion", "authorization.k8s.io/v1");
+    json_add_string(sar, "kind", "SubjectAccessReview");
+    kobj_set_str(sar, "spec.user", user);
+    cJSON *g = cJSON_CreateArray();
+    for (size_t i = 0; i < ngroups; i++)
+        cJSON_AddItemToArray(g, cJSON_CreateString(groups[i]));
+    kobj_set_item(sar, "spec.groups", g);
+    cJSON *ra = kobj_obj(sar, "spec.resourceAttributes");
+    json_add_string(ra, "verb", verb);
+    json_add_string(ra, "resource", "nodes");
+    json_add_string(ra, "subresource", subresource);
+    json_add_string(ra, "name", w->node);
+    cJSON *resp = NULL;
+    int rc = objrest_call(w->api.rest, "POST",
+                          "/apis/authorization.k8s.io/v1/subjectaccessreviews", sar, &resp, err);
+    cJSON_Delete(sar);
+    if (rc == 0 && !kobj_bool(resp, "status.allowed", false))
+        rc = err_set(err, TERN_EAUTH, "%s", kobj_str(resp, "status.reason")
+                                                ? kobj_str(resp, "status.reason")
+                                                : "not allowed");
+    cJSON_Delete(resp);
+    return rc;
+}
+
+static int get_pod(void *ctx, const char *ns, const char *name, cJSON **ret, struct tern_err *err)
+{
+    struct nodewire *w = ctx;
+    cJSON *pod = NULL;
+    int rc = objstore_get(&w->api.store, "v1/pods", ns, name, &pod, err);
+    if (rc == 0 && strcmp(kobj_str(pod, "spec.nodeName") ? kobj_str(pod, "spec.nodeName") : "",
+                          w->node) != 0)
+        rc = err_set(err, TERN_ENOTFOUND, "pod %s/%s does not run on this node", ns, name);
+    if (rc == 0)
+        *ret = pod;
+    else
+        cJSON_Delete(pod);
+    return rc;
+}
+
+/* ---- the provisioner's loop ---- */
+
+static void *pv_main(void *arg)
+{
+    struct nodewire *w = arg;
+    struct localpv_cfg cfg = {.root = w->voldir};
+    while (!w->stop_pv) {
+        struct tern_err err = {0};
+        if (localpv_sync(&w->pv.store, &cfg, &err) && w->on_error)
+            w->on_error(w->on_error_ctx, "provisioner", err.msg);
+        for (int i = 0; i < 10 && !w->stop_pv; i++) {
+            struct timespec ts = {0, 100 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+/* ---- start / stop ---- */
+
+/* host and port of "https://host:port[/...]". */
+static int server_host_port(const char *server, char **ret_host, int *ret_port,
+                            struct tern_err *err)
+{
+    const char *p = strstr(server, "://");
+    p = p ? p + 3 : server;
+    const char *end = p + strcspn(p, "/");
+    const char *colon = NULL;
+    for (const char *q = p; q < end; q++)
+        if (*q == ':')
+            colon = q;
+    int64_t port = 443;
+    if (colon && num_parse_i64n(colon + 1, (size_t)(end - colon - 1), &port) != 0)
+        return err_set(err, TERN_EINVALID, "kubeconfig server %s: bad port", server);
+    const char *he = colon ? colon : end;
+    if (*p == '[' && he > p + 1 && he[-1] == ']') { /* IPv6 */
+        p++;
+        he--;
+    }
+    *ret_host = xstrndup(p, (size_t)(he - p));
+    *ret_port = (int)port;
+    return 0;
+}
+
+int nodewire_start(const struct nodewire_cfg *cfg, struct nodewire **ret, struct tern_err *err)
+{
+    struct kubeconfig *kc = NULL;
+    int rc = kubeconfig_load_file(cfg->kubeconfig, NULL, &kc, err);
+    if (rc)
+        return err_wrap(err, rc, "--kubeconfig %s", cfg->kubeconfig);
+    struct nodewire *w = xcalloc(1, sizeof *w);
+    w->node = xstrdup(cfg->node);
+    w->on_error = cfg->on_error;
+    w->on_error_ctx = cfg->on_error_ctx;
+    w->voldir = xasprintf("%s/volumes", cfg->dir);
+    int api_port = 0;
+    rc = server_host_port(kc->server, &w->api_host, &api_port, err);
+    if (rc == 0)
+        rc = link_open(&w->kubelet, kc, err);
+    if (rc == 0)
+        rc = link_open(&w->pv, kc, err);
+    if (rc == 0)
+        rc = link_open(&w->api, kc, err);
+    char *ca = kc->ca_pem ? xstrndup(kc->ca_pem, kc->ca_pem_len) : NULL;
+    kubeconfig_free(kc);
+    if (rc)
+        goto fail;
+    /* the version the API server reports: the kubelet claims that minor */
+    cJSON *ver = NULL;
+    rc = objrest_call(w->api.rest, "GET", "/version", NULL, &ver, err);
+    if (rc) {
+        cJSON_Delete(ver);
+        err_wrap(err, rc, "GET /version");
+        goto fail;
+    }
+    const char *gv = kobj_str(ver, "gitVersion");
+    w->version = xasprintf("%s-tern", gv && strlen(gv) < 64 ? gv : "v0.0.0");
+    cJSON_Delete(ver);
+    /* a node may not list namespaces: its wait polls its own pods */
+    char *e = httpc_escape(cfg->node);
+    char *wait = xasprintf("/api/v1/pods?limit=1&fieldSelector=spec.nodeName%%3D%s", e);
+    free(e);
+    objrest_set_wait_path(w->kubelet.rest, wait);
+    free(wait);
+    char *sel = xasprintf("spec.nodeName=%s", cfg->node);
+    objrest_set_list_selector(w->kubelet.rest, "v1/pods", sel); /* nor other nodes' pods */
+    free(sel);
+
+    struct kubeletapi_cfg acfg = {.listen = cfg->listen,
+                                  .cert_file = cfg->cert_file,
+                                  .key_file = cfg->key_file,
+                                  .client_ca_file = cfg->client_ca_file,
+                                  .dir = cfg->dir,
+                                  .node = cfg->node,
+                                  .authorize = authorize,
+                                  .get_pod = get_pod,
+                                  .ctx = w};
+    rc = kubeletapi_start(&acfg, &w->kapi, err);
+    if (rc)
+        goto fail;
+    struct devrun_cfg dc = {
+        .store = w->kubelet.store,
+        .kubelet_only = true,
+        .kubelet = {.dir = cfg->dir,
+                    .node_name = cfg->node,
+                    .scheduled_only = true,
+                    .token_fn = request_token,
+                    .token_ctx = w,
+                    .kubelet_port = kubeletapi_port(w->kapi),
+                    .version = w->version,
+                    .api_host = w->api_host,
+                    .api_port = api_port,
+                    .ca_pem = ca,
+                    .bin_dir = cfg->bin_dir,
+                    .on_error = kubelet_error,
+                    .on_error_ctx = w},
+        .period_ms = 1000,
+    };
+    rc = devrun_start(&dc, &w->run, err);
+    if (rc)
+        goto fail;
+    if (pthread_create(&w->pv_thread, NULL, pv_main, w) != 0) {
+        rc = err_set(err, -EAGAIN, "cannot start the provisioner thread");
+        goto fail;
+    }
+    w->pv_started = true;
+    /* registered once the Node exists */
+    int timeout = cfg->register_timeout_ms > 0 ? cfg->register_timeout_ms : 30000;
+    for (int waited = 0;; waited += 100) {
+        cJSON *n = NULL;
+        struct tern_err ge = {0};
+        int g = objstore_get(&w->api.store, "v1/nodes", "", cfg->node, &n, &ge);
+        cJSON_Delete(n);
+        if (g == 0)
+            break;
+        if (waited >= timeout) {
+            rc = err_set(err, g, "node %s not registered within %d ms: %s", cfg->node, timeout,
+                         ge.msg);
+            goto fail;
+        }
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    free(ca);
+    *ret = w;
+    return 0;
+fail:
+    free(ca);
+    nodewire_stop(w, 0);
+    return rc;
+}
+
+int nodewire_port(const struct nodewire *w)
+{
+    return kubeletapi_port(w->kapi);
+}
+
+void nodewire_stop(struct nodewire *w, int grace_ms)
+{
+    if (!w)
+        return;
+    kubeletapi_stop(w->kapi);
+    w->stop_pv = 1;
+    if (w->pv_started)
+        pthread_join(w->pv_thread, NULL);
+    devrun_stop(w->run, grace_ms);
+    link_close(&w->kubelet);
+    link_close(&w->pv);
+    link_close(&w->api);
+    free(w->node);
+    free(w->voldir);
+    free(w->version);
+    free(w->api_host);
+    free(w);
+}
