@@ -257,6 +257,52 @@ static const char *js(const cJSON *o, const char *k)
     return cJSON_IsString(v) ? v->valuestring : "(none)";
 }
 
+/* Job defaults and the podReplacementPolicy rule as kube-apiserver 1.37
+ * has them (pkg/apis/batch/v1/defaults.go, validation.go): with a
+ * podFailurePolicy the default is Failed and nothing else is accepted;
+ * without one, TerminatingOrFailed; manualSelector defaults to false. */
+TEST_T(job_defaults_as_kube_apiserver, 60)
+{
+    struct etcd *c = start();
+    struct apirest rest;
+    rest_up(c, &rest);
+    static const char *tmpl =
+        "\"template\":{\"spec\":{\"restartPolicy\":\"Never\","
+        "\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]}}";
+    static const char *pfp = "\"podFailurePolicy\":{\"rules\":[{\"action\":\"FailJob\","
+                             "\"onExitCodes\":{\"operator\":\"In\",\"values\":[78]}}]}";
+    char *with = xasprintf("{\"metadata\":{\"name\":\"a\"},\"spec\":{%s,%s}}", pfp, tmpl);
+    char *without = xasprintf("{\"metadata\":{\"name\":\"b\"},\"spec\":{%s}}", tmpl);
+    char *bad = xasprintf("{\"metadata\":{\"name\":\"c\"},\"spec\":{\"podReplacementPolicy\":"
+                          "\"TerminatingOrFailed\",%s,%s}}", pfp, tmpl);
+    cJSON *r = NULL;
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/apis/batch/v1/namespaces/default/jobs", NULL, with, &r),
+                  201);
+    ASSERT_EQ_STR(js(json_get(r, "spec"), "podReplacementPolicy"), "Failed");
+    ASSERT_FALSE(cJSON_IsTrue(json_get(json_get(r, "spec"), "manualSelector")));
+    ASSERT_TRUE(cJSON_IsFalse(json_get(json_get(r, "spec"), "manualSelector")));
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/apis/batch/v1/namespaces/default/jobs", NULL, without,
+                             &r),
+                  201);
+    ASSERT_EQ_STR(js(json_get(r, "spec"), "podReplacementPolicy"), "TerminatingOrFailed");
+    cJSON_Delete(r);
+    ASSERT_EQ_INT(apirest_do(&rest, "POST", "/apis/batch/v1/namespaces/default/jobs", NULL, bad, &r),
+                  422);
+    const cJSON *cause = cJSON_GetArrayItem(json_get(json_get(r, "details"), "causes"), 0);
+    ASSERT_EQ_STR(js(cause, "field"), "spec.podReplacementPolicy");
+    ASSERT_EQ_STR(js(cause, "reason"), "FieldValueNotSupported");
+    ASSERT_CONTAINS(js(r, "message"),
+                    "spec.podReplacementPolicy: Unsupported value: \"TerminatingOrFailed\": "
+                    "supported values: \"Failed\"");
+    cJSON_Delete(r);
+    free(with);
+    free(without);
+    free(bad);
+    rest_down(c, &rest);
+}
+
+
 /* One store for both Event APIs: written through events.k8s.io/v1, read
  * through core/v1 (and the other way round), with field selectors of both. */
 TEST_T(events_one_store_two_apis, 60)

@@ -266,6 +266,19 @@ void apirest__validate_builtin(const struct apires *res, const cJSON *obj, const
             apistatus_fields_addv(f, APISTATUS_F_REQUIRED, "spec.template", NULL, NULL);
         else
             validate_pod_spec(json_get(tmpl, "spec"), "spec.template.spec", true, f);
+        /* kube-apiserver: with a podFailurePolicy only Failed is allowed */
+        const cJSON *prp = json_get(spec, "podReplacementPolicy");
+        if (cJSON_IsString(prp)) {
+            if (json_get(spec, "podFailurePolicy")) {
+                if (strcmp(prp->valuestring, "Failed") != 0)
+                    apistatus_fields_add(f, APISTATUS_F_UNSUPPORTED, "spec.podReplacementPolicy",
+                                         prp, "supported values: \"Failed\"");
+            } else if (strcmp(prp->valuestring, "Failed") != 0 &&
+                       strcmp(prp->valuestring, "TerminatingOrFailed") != 0) {
+                apistatus_fields_add(f, APISTATUS_F_UNSUPPORTED, "spec.podReplacementPolicy", prp,
+                                     "supported values: \"Failed\", \"TerminatingOrFailed\"");
+            }
+        }
         if (old) {
             const cJSON *os = json_get(old, "spec");
             static const char *immutable[] = {"selector", "completions", "completionMode",
@@ -369,8 +382,12 @@ void apirest__default_builtin(const struct apires *res, cJSON *obj, const char *
             cJSON_AddStringToObject(spec, "completionMode", "NonIndexed");
         if (!json_get(spec, "suspend"))
             cJSON_AddFalseToObject(spec, "suspend");
-        if (!json_get(spec, "podReplacementPolicy"))
-            cJSON_AddStringToObject(spec, "podReplacementPolicy", "TerminatingOrFailed");
+        if (!json_get(spec, "podReplacementPolicy")) /* as kube-apiserver defaults it */
+            cJSON_AddStringToObject(spec, "podReplacementPolicy",
+                                    json_get(spec, "podFailurePolicy") ? "Failed"
+                                                                       : "TerminatingOrFailed");
+        if (!json_get(spec, "manualSelector"))
+            cJSON_AddFalseToObject(spec, "manualSelector");
         if (!cJSON_IsTrue(json_get(spec, "manualSelector")) && uid) {
             const char *name = apirest__jstr(json_get(obj, "metadata"), "name");
             cJSON *sel = cJSON_CreateObject();
