@@ -119,6 +119,10 @@ TEST(sandbox_pod_is_hardened_and_owned)
     ASSERT_EQ_STR(s_at(c, "securityContext.capabilities.drop[0]"), "ALL");
     ASSERT_EQ_STR(s_at(c, "resources.limits.cpu"), "500m");
     ASSERT_EQ_STR(s_at(c, "resources.limits.memory"), "512Mi");
+    /* a tenth of the CPU limit is requested (a real scheduler fits more
+     * idle sandboxes than cores), all of the memory */
+    ASSERT_EQ_STR(s_at(c, "resources.requests.cpu"), "50m");
+    ASSERT_EQ_STR(s_at(c, "resources.requests.memory"), "512Mi");
     ASSERT_EQ_INT(i_at(c, "ports[0].containerPort"), SANDBOX_PORT);
     char *args = json_print(at(c, "args"));
     ASSERT_CONTAINS(args, "\"--token-file\",\"" SANDBOX_TOKEN_FILE "\"");

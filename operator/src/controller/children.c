@@ -291,8 +291,16 @@ cJSON *children_sandbox_pod(const struct session_spec *s, const struct children_
     cJSON *lim = sub(res, "limits");
     str(lim, "cpu", s->limits.cpu.text);
     str(lim, "memory", s->limits.memory.text);
+    /* An agent's sandbox idles most of its life (between turns, while the
+     * model thinks) and bursts to its limit during a command: it requests a
+     * tenth of its CPU limit (at least 10m) so that a node schedules more
+     * sessions than it has cores, and all of its memory (not compressible). */
     cJSON *req = sub(res, "requests");
-    str(req, "cpu", s->limits.cpu.text);
+    char cpu_req[32];
+    int64_t millis = s->limits.cpu.milli / 10;
+    snprintf(cpu_req, sizeof cpu_req, "%lldm", (long long)(millis < 10 ? 10 : millis));
+    str(req, "cpu", s->limits.cpu.milli > 0 && s->limits.cpu.milli < 10 ? s->limits.cpu.text
+                                                                          : cpu_req);
     str(req, "memory", s->limits.memory.text);
     restricted_container_security(ctr);
 
