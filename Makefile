@@ -10,7 +10,11 @@
 #                   replay, integration suites
 #   make fuzz       libFuzzer targets (clang) into build-fuzz/
 #   make valgrind   unit tests under valgrind
-#   make demo       the end-to-end demo (see README)
+#   make demo       the end-to-end demo (see README); CLUSTER=kube runs it on
+#                   the real control plane
+#   make kube       the real Kubernetes control plane (etcd, kube-apiserver,
+#                   kube-controller-manager, kube-scheduler) and helm, built
+#                   from the pinned Go modules of tests/kube/ into build/kube/bin
 
 CC       ?= cc
 O        ?= build
@@ -50,7 +54,7 @@ REPLAY_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(O)/tests/replay/%)
 BENCH_SRCS := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(O)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all asan fuzz test unit deps lint valgrind demo clean format bench
+.PHONY: all asan fuzz test unit deps lint valgrind demo clean format bench kube
 .DEFAULT_GOAL := all
 
 all: $(ALL_LIBS) $(CMD_BINS) $(FAKE_BINS) $(UNIT_BINS) $(INTEG_BINS) $(REPLAY_BINS) $(BENCH_BINS)
@@ -124,11 +128,17 @@ unit: all
 	@tests/run-suites unit $(O)
 
 # make test: every suite; tests/run-suites prints the closing total line.
+# The real control plane is built when Go is there (tests/run-suites says
+# so on one line when it is not, and runs the rest).
 test: deps
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory asan
+	@if command -v go >/dev/null 2>&1; then tests/kube/build build/kube/bin; fi
 	@tests/run-suites all
+
+kube:
+	@tests/kube/build build/kube/bin
 
 valgrind: all
 	@tests/run-suites valgrind $(O)
@@ -137,8 +147,10 @@ bench: all
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
 	@for p in bench/*/*.py; do echo "== $$p"; /usr/bin/python3 $$p || exit 1; done
 
+CLUSTER ?= terndev
 demo: deps all
-	@scripts/demo
+	@if [ "$(CLUSTER)" = kube ]; then tests/kube/build build/kube/bin; fi
+	@TERN_CLUSTER=$(CLUSTER) scripts/demo
 
 format:
 	clang-format -i $$(find operator terndev tests bench -name '*.[ch]')

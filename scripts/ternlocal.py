@@ -5,6 +5,12 @@ Used by `make demo` (scripts/demo) and by the end-to-end suites
 (tests/integration/test_e2e_*.py). Standard library only; run it with
 /usr/bin/python3.
 
+The cluster is tern-dev (the embedded imitation) or, with
+TERN_CLUSTER=kube (or Local(cluster="kube")), the real control plane
+(official kube-apiserver, kube-controller-manager, kube-scheduler and etcd
+built by `make kube`, with tern-node as the node; scripts/kubecluster.py).
+Suites start it with start_cluster() and are written once for both.
+
     with Local(workdir) as t:
         t.start_all(script="examples/demo-script.json")
         t.kubectl("apply", "-f", "crds/agentsessions.tern.dev.yaml")
@@ -23,13 +29,16 @@ import socket
 import subprocess
 import tempfile
 import time
+import sys
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BUILD = os.environ.get("TERN_BUILD", os.path.join(ROOT, "build"))
 BIN = os.path.join(BUILD, "bin")
 KUBECTL = os.environ.get("KUBECTL", "/usr/bin/kubectl")
 ETCD = "/usr/bin/etcd"
+CLUSTER = os.environ.get("TERN_CLUSTER", "terndev")
 
 
 class Failed(Exception):
@@ -111,7 +120,11 @@ class Proc:
 
 
 class Local:
-    def __init__(self, workdir=None, keep=False):
+    def __init__(self, workdir=None, keep=False, cluster=None):
+        self.cluster = cluster or CLUSTER
+        if self.cluster not in ("terndev", "kube"):
+            raise Failed("unknown cluster %r (terndev or kube)" % self.cluster)
+        self.kube = None
         self.own_dir = workdir is None
         self.dir = workdir or tempfile.mkdtemp(prefix="tern-local-")
         self.logs = os.path.join(self.dir, "logs")
@@ -177,6 +190,29 @@ class Local:
         self.kubeconfig = os.path.join(d, "kubeconfig")
         return self.kubeconfig
 
+    def start_kube(self):
+        """The real control plane with tern-node (scripts/kubecluster.py)."""
+        import kubecluster
+        gone = kubecluster.missing_binaries()
+        if gone:
+            raise Failed("the real control plane is not built: missing %s (run `make kube`)" %
+                         ", ".join(gone))
+        self.kube = kubecluster.KubeCluster(self.dir, self.logs, self.procs, Proc)
+        self.kubeconfig = self.kube.start()
+        return self.kubeconfig
+
+    def start_cluster(self, terndev_extra=()):
+        """The cluster this Local was made for: tern-dev, or the real control
+        plane. Returns the kubeconfig path."""
+        if self.cluster == "kube":
+            return self.start_kube()
+        return self.start_terndev(extra=terndev_extra)
+
+    @property
+    def admin_user(self):
+        """Who the kubeconfig's credentials authenticate as."""
+        return "tern-admin" if self.cluster == "kube" else "tern-dev:admin"
+
     def start_fakellm(self, script):
         p = Proc("tern-fakellm", [os.path.join(BIN, "tern-fakellm"), "--script", script,
                                   "--listen", "127.0.0.1:0", "--record",
@@ -204,7 +240,7 @@ class Local:
 
     def start_all(self, script=None):
         self.start_etcd()
-        self.start_terndev()
+        self.start_cluster()
         if script:
             self.start_fakellm(script)
         self.apply_crd()
@@ -218,7 +254,8 @@ class Local:
 
     def stop_all(self):
         for name in ["op-a", "op-b", "tern-operator", "tern-fakellm", "model-slow", "model-fast",
-                     "tern-dev", "etcd"]:
+                     "tern-dev", "tern-node", "kube-scheduler", "kube-controller-manager",
+                     "kube-apiserver", "kube-etcd", "etcd"]:
             self.stop(name)
         for name in list(self.procs):
             self.stop(name)

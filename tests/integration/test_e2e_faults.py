@@ -2,6 +2,7 @@
 the sandbox pod deleted mid-session, and two operator replicas with leader
 election. Each checks the journal in etcd and tern-sandboxd's own record of
 what ran, not only the status."""
+# runs on: terndev kube
 import base64
 import os
 import signal
@@ -168,7 +169,7 @@ def main():
     suite = Suite()
     with ternlocal.Local() as t:
         t.start_etcd()
-        t.start_terndev()
+        t.start_cluster()
         t.slow_base = start_model(t, "model-slow", os.path.join(ROOT, "tests", "data",
                                                                  "e2e-slow-script.json"))
         t.fast_base = start_model(t, "model-fast", os.path.join(ROOT, "tests", "data",

@@ -4,6 +4,7 @@ journal in etcd and tern-sandboxd's execution log, not only the status.
 
 Run: /usr/bin/python3 tests/integration/test_e2e_operator.py [name-substring]
 """
+# runs on: terndev kube
 import base64
 import json
 import os
@@ -263,7 +264,7 @@ def main():
     suite = Suite()
     with ternlocal.Local() as t:
         t.start_etcd()
-        t.start_terndev()
+        t.start_cluster()
         t.base = t.start_fakellm(SCRIPT)
         t.apply_crd()
         t.create_secret("model", "api-key", "test")

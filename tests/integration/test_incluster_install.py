@@ -1,12 +1,15 @@
-"""In-cluster install on tern-dev (issue 10): `kubectl apply -k
+"""In-cluster install (on tern-dev and on the real control plane): `kubectl apply -k
 deploy/overlays/tern-dev` installs the base's CRD, ServiceAccount, RBAC and
 Deployment; tern-dev's kubelet runs tern-operator as a pod with the in-cluster
 configuration and its service-account token; the demo session runs to
 completion (approved with `kubectl tern approve`), is forked, gets a rejected
 approval twice (an aggregated Event), is suspended and deleted.
 
-Then the base's RBAC is checked against tern-dev's authorization log
-(`tern-dev up --authz-log`, one JSON line per decision for a non-admin user):
+Then the base's RBAC is checked against the cluster's record of its
+authorization decisions: tern-dev's authorization log (`tern-dev up
+--authz-log`, one JSON line per decision for a non-admin user), or the real
+kube-apiserver's audit log (a Metadata entry for every request, with the
+authorizer's decision in the annotation authorization.k8s.io/decision):
   - no denial for the operator's or the runner's service account;
   - EXCESS: every (apiGroup, resource[/subresource], verb) that
     deploy/base/rbac.yaml (deploy/runner-rbac.yaml) grants was used;
@@ -17,7 +20,9 @@ The operator also tells the session: a Warning Event "ReconcileError" with
 the same message.
 
 Run: /usr/bin/python3 tests/integration/test_incluster_install.py
+     (TERN_CLUSTER=kube: on the real control plane)
 """
+# runs on: terndev kube
 import copy
 import json
 import os
@@ -133,19 +138,52 @@ def annotation_gone(t, name, key, timeout=30):
              t.session(name, NS)["metadata"].get("annotations", {}), timeout, interval=0.1)
 
 
+def from_audit(e):
+    """A kube-apiserver audit entry as a decision of tern-dev's log, or None
+    (entries without a decision: unauthenticated, non-resource requests)."""
+    decision = (e.get("annotations") or {}).get("authorization.k8s.io/decision")
+    ref = e.get("objectRef") or {}
+    if not decision or not ref.get("resource"):
+        return None
+    return {"user": e["user"]["username"], "allowed": decision == "allow",
+            "apiGroup": ref.get("apiGroup", ""), "resource": ref["resource"],
+            "subresource": ref.get("subresource", ""), "verb": e["verb"],
+            "namespace": ref.get("namespace", ""), "path": e["requestURI"].split("?")[0]}
+
+
+def non_admin(user):
+    """Users the check is about: service accounts of the cluster's users, not
+    the control plane's own (kube-system) nor the node and the components."""
+    return (user.startswith("system:serviceaccount:") and
+            not user.startswith("system:serviceaccount:kube-system:"))
+
+
 class Run:
     """State shared by the steps (they run in order; a failed step makes the
     later ones that need it fail with its name)."""
 
-    def __init__(self, t, authz_log):
+    def __init__(self, t, authz_log, audit):
         self.t = t
-        self.authz_log = authz_log  # None: tern-dev enforces no RBAC
-        self.good_run_lines = None  # authz log lines of the good run
+        self.authz_log = authz_log  # tern-dev's authorization log or the audit log
+        self.audit = audit          # True: kube-apiserver's audit log
+        self.good_run_lines = None  # log lines of the good run
+
+    def decisions_since(self, start):
+        out = [json.loads(x) for x in self.lines()[start:]]
+        if self.audit:
+            out = [d for d in map(from_audit, out) if d and non_admin(d["user"])]
+        return out
+
+    def lines(self):
+        with open(self.authz_log) as f:
+            return f.read().splitlines()
 
     def decisions(self, upto=None):
-        with open(self.authz_log) as f:
-            lines = f.read().splitlines()
-        return [json.loads(x) for x in (lines[:upto] if upto is not None else lines)]
+        lines = self.lines()
+        out = [json.loads(x) for x in (lines[:upto] if upto is not None else lines)]
+        if self.audit:
+            out = [d for d in map(from_audit, out) if d and non_admin(d["user"])]
+        return out
 
 
 def step_install(r):
@@ -262,8 +300,7 @@ def step_shutdown_flush(r):
     pod = wait_for("a new operator pod Ready", lambda: (lambda p: p if pod_ready(p) and
                    p["metadata"]["name"] != old else None)(operator_pod(t)), 60, interval=0.2)
     r.pod = pod
-    with open(r.authz_log) as f:
-        r.good_run_lines = len(f.read().splitlines())
+    r.good_run_lines = len(r.lines())
 
 
 def step_no_denials(r):
@@ -278,10 +315,19 @@ def step_no_denials(r):
     eq(other, [], "other non-admin users")
 
 
+# Grants that kube-apiserver checks inside admission, not as a request of
+# their own, so its audit log shows no decision for them (tern-dev's log
+# records the check): OwnerReferencesPermissionEnforcement authorizes the
+# finalizers update that an ownerReference with blockOwnerDeletion needs.
+ADMISSION_CHECKED = {("tern.dev", "agentsessions/finalizers", "update")}
+
+
 def excess(r, user, manifest):
     granted = rule_triples(manifest)
     used = {decision_triple(d) for d in r.decisions(r.good_run_lines)
             if d["user"] == user and d["allowed"] and d["resource"]}
+    if r.audit:
+        used |= ADMISSION_CHECKED & set(granted)
     unused = set(granted) - used
     print("    %s used:\n%s" % (user, fmt(used)), flush=True)
     if unused:
@@ -313,12 +359,11 @@ def step_missing_rule(r):
             n += 1
     eq(n, 1, "one batch/jobs rule")
     t.kubectl("apply", "-f", "-", input=json.dumps(role))
-    with open(r.authz_log) as f:
-        start = len(f.read().splitlines())
+    start = len(r.lines())
     t.kubectl("apply", "-n", NS, "-f", "-", input=demo_manifest(t, "blocked"))
 
     def denial():
-        return [d for d in r.decisions()[start:] if d["user"] == OPERATOR_USER and
+        return [d for d in r.decisions_since(start) if d["user"] == OPERATOR_USER and
                 not d["allowed"] and d["verb"] == "create" and d["resource"] == "jobs"]
     d = wait_for("the denied Job create in the authz log", denial, 60, interval=0.2)[0]
     eq((d["apiGroup"], d["namespace"], d["path"]),
@@ -358,14 +403,45 @@ def step_missing_rule(r):
     eq(phase(s), "WaitingForApproval", "recovered after the rule came back")
 
 
+def step_finalizers_rule_needed(r):
+    """The one grant the audit log cannot show in use (ADMISSION_CHECKED):
+    without update on agentsessions/finalizers the owner-reference check
+    refuses the session's children, with a Warning Event; with it back the
+    session runs its turn."""
+    t = r.t
+    role = t.get_json("clusterrole", "tern-operator")
+    original = copy.deepcopy(role)
+    for m in (role, original):
+        for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+            m["metadata"].pop(k, None)
+    before = len(role["rules"])
+    role["rules"] = [x for x in role["rules"] if x.get("resources") != ["agentsessions/finalizers"]]
+    eq(len(role["rules"]), before - 1, "one agentsessions/finalizers rule")
+    t.kubectl("apply", "-f", "-", input=json.dumps(role))
+    t.kubectl("apply", "-n", NS, "-f", "-", input=demo_manifest(t, "noowner"))
+
+    def warned():
+        evs = json.loads(t.kubectl("get", "events.events.k8s.io", "-n", NS, "-o", "json"))
+        return [e for e in evs["items"] if e.get("reason") == "ReconcileError" and
+                e.get("regarding", {}).get("name") == "noowner" and
+                "blockOwnerDeletion" in e.get("note", "")]
+    ev = wait_for("a Warning Event naming blockOwnerDeletion", warned, 60, interval=0.2)[0]
+    eq(ev["type"], "Warning", "event type")
+    t.kubectl("apply", "-f", "-", input=json.dumps(original))
+    s = waiting(t, "noowner")
+    eq(phase(s), "WaitingForApproval", "recovered after the rule came back")
+
+
 def main():
     suite = Suite()
     with ternlocal.Local() as t:
         t.start_etcd()
         authz_log = os.path.join(t.dir, "authz.jsonl")
-        t.start_terndev(extra=("--authz-log", authz_log))
+        t.start_cluster(terndev_extra=("--authz-log", authz_log))
+        if t.cluster == "kube":
+            authz_log = t.kube.audit_log
         t.base = t.start_fakellm(os.path.join(ROOT, "examples", "demo-script.json"))
-        r = Run(t, authz_log)
+        r = Run(t, authz_log, audit=t.cluster == "kube")
         done = set()
         for name, fn, needs in [
             ("install_with_apply_k", step_install, None),
@@ -378,6 +454,7 @@ def main():
             ("rbac_no_excess_operator", step_excess_operator, "operator_pod_restart"),
             ("rbac_no_excess_runner", step_excess_runner, "operator_pod_restart"),
             ("rbac_missing_rule_fails_cleanly", step_missing_rule, "operator_pod_restart"),
+            ("rbac_finalizers_rule_needed", step_finalizers_rule_needed, "operator_pod_restart"),
         ]:
             def run(fn=fn, needs=needs):
                 if needs and needs not in done:
@@ -388,15 +465,18 @@ def main():
             if suite.failed == before:
                 done.add(name)
         if suite.failed:
-            print("---- tern-dev log (tail)")
-            print(t.logs_of("tern-dev")[-3000:])
+            for n in ("tern-dev", "tern-node"):
+                if n in t.procs:
+                    print("---- %s log (tail)" % n)
+                    print(t.logs_of(n)[-3000:])
             pod = operator_pod(t) if "install_with_apply_k" in done else None
             if pod:
                 print("---- operator pod log (tail)")
                 print(t.kubectl("logs", "-n", SYS_NS, pod["metadata"]["name"], check=False)[-3000:])
-        # stopping tern-dev gracefully stops the operator pod's processes
+        # stopping the node gracefully stops the operator pod's processes
         t.stop("tern-fakellm")
         t.stop("tern-dev")
+        t.stop("tern-node")
     suite.finish()
 
 

@@ -3,6 +3,7 @@
 change exactly the annotations and spec fields the operator reads; get shows
 the status; logs prints the journal from etcd. No operator runs here, so
 every effect is checked on the stored object."""
+# runs on: terndev kube
 import base64
 import json
 import os
@@ -43,7 +44,7 @@ def main():
     suite = Suite()
     with ternlocal.Local() as t:
         t.start_etcd()
-        t.start_terndev()
+        t.start_cluster()
         t.apply_crd()
         t.kubectl("apply", "-f", "-", input=SESSION)
         set_status(t, {"phase": "WaitingForApproval",
@@ -64,7 +65,7 @@ def main():
             eq(a.get("tern.dev/deny"), "ap-1", "deny annotation")
             eq(a.get("tern.dev/reason"), "not today", "reason")
             # without --as-user: who the API server says we are (SelfSubjectReview)
-            eq(a.get("tern.dev/decided-by"), "tern-dev:admin", "decided-by from whoami")
+            eq(a.get("tern.dev/decided-by"), t.admin_user, "decided-by from whoami")
 
         def say_appends():
             tern(t, "say", "s1", "first")
