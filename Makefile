@@ -11,6 +11,7 @@
 #   make fuzz       libFuzzer targets (clang) into build-fuzz/
 #   make valgrind   unit tests under valgrind
 #   make demo       the end-to-end demo (see README)
+#   make images     OCI image archives into build/images/ (docs/images.md)
 
 CC       ?= cc
 O        ?= build
@@ -50,7 +51,7 @@ REPLAY_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(O)/tests/replay/%)
 BENCH_SRCS := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(O)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all asan fuzz test unit deps lint valgrind demo clean format bench
+.PHONY: all asan fuzz test unit deps lint valgrind demo clean format bench images images-deps
 .DEFAULT_GOAL := all
 
 all: $(ALL_LIBS) $(CMD_BINS) $(FAKE_BINS) $(UNIT_BINS) $(INTEG_BINS) $(REPLAY_BINS) $(BENCH_BINS)
@@ -139,6 +140,35 @@ bench: all
 
 demo: deps all
 	@scripts/demo
+
+# Images (docs/images.md): the tern image from ./Dockerfile and one
+# tern-sandbox-<name> image per sandbox-images/<name>/Dockerfile, built by
+# scripts/build-image from Debian packages (mmdebstrap, umoci) and the
+# binaries of this build; no Docker engine. Named as the chart deploys them:
+# $(IMAGE_REGISTRY)/<image>:<the chart's appVersion>.
+VERSION        := $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/tern/Chart.yaml)
+IMAGE_REGISTRY ?= ghcr.io/tern-dev
+IMAGE_DIR      := $(O)/images
+SANDBOX_IMAGES := $(notdir $(wildcard sandbox-images/*))
+IMAGES         := tern $(SANDBOX_IMAGES:%=tern-sandbox-%)
+IMAGE_ARCHIVES := $(IMAGES:%=$(IMAGE_DIR)/%-$(VERSION).oci.tar)
+BUILD_IMAGE     = $(Q)scripts/build-image --ref $(IMAGE_REGISTRY)/$(1):$(VERSION) \
+                  --bin-dir $(O)/bin --cache-dir $(IMAGE_DIR)/cache --out $@ --dockerfile
+
+images: $(IMAGE_ARCHIVES)
+
+images-deps:
+	@scripts/install-deps images
+
+$(IMAGE_ARCHIVES): scripts/build-image $(CMD_BINS) $(FAKE_BINS) | images-deps
+
+$(IMAGE_DIR)/tern-$(VERSION).oci.tar: Dockerfile
+	@mkdir -p $(dir $@)
+	$(call BUILD_IMAGE,tern) $<
+
+$(IMAGE_DIR)/tern-sandbox-%-$(VERSION).oci.tar: sandbox-images/%/Dockerfile
+	@mkdir -p $(dir $@)
+	$(call BUILD_IMAGE,tern-sandbox-$*) $<
 
 format:
 	clang-format -i $$(find operator terndev tests bench -name '*.[ch]')
