@@ -7,7 +7,8 @@
 #   make            build everything into build/
 #   make asan       the same with ASan+UBSan into build-asan/
 #   make test       install deps, lint, unit tests (normal + asan), fuzz corpus
-#                   replay, integration suites
+#                   replay, integration suites (and make images first when
+#                   its tools are installed, so the image test runs)
 #   make fuzz       libFuzzer targets (clang) into build-fuzz/
 #   make valgrind   unit tests under valgrind
 #   make demo       the end-to-end demo (see README)
@@ -129,6 +130,11 @@ test: deps
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory asan
+	@if command -v mmdebstrap >/dev/null && command -v umoci >/dev/null; then \
+	    $(MAKE) --no-print-directory images; \
+	else \
+	    echo "make test: no mmdebstrap/umoci (scripts/install-deps images): the image tests skip"; \
+	fi
 	@tests/run-suites all
 
 valgrind: all
