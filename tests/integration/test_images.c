@@ -283,6 +283,22 @@ static char *joined(const cJSON *arr)
 
 /* ---- bundles and containers ------------------------------------------ */
 
+/* Unpacked root filesystems (up to 480 MiB each) are removed when the test
+ * process exits, also after a failure (which keeps th_tmpdir's logs). */
+static char *unpacked[4];
+static size_t nunpacked;
+
+static void remove_unpacked(void)
+{
+    for (size_t i = 0; i < nunpacked; i++) {
+        char *cmd = xasprintf("rm -rf '%s/rootfs'", unpacked[i]);
+        if (system(cmd) != 0) {
+            /* nothing more to do at exit */
+        }
+        free(cmd);
+    }
+}
+
 /* Unpacks ref's archive into <tmp>/<name>/bundle (config.json + rootfs) and
  * returns the bundle directory. */
 static char *unpack(const char *ref, const char *name)
@@ -290,6 +306,10 @@ static char *unpack(const char *ref, const char *name)
     char *a = archive_path(ref);
     char *dir = xasprintf("%s/%s", th_tmpdir(), name);
     char *bundle = xasprintf("%s/bundle", dir);
+    ASSERT_TRUE(nunpacked < sizeof unpacked / sizeof unpacked[0]);
+    if (nunpacked == 0)
+        atexit(remove_unpacked);
+    unpacked[nunpacked++] = xstrdup(bundle);
     int64_t t0 = mono_ms();
     sh("mkdir -p '%s/layout' && tar -xf '%s' -C '%s/layout' && "
        "umoci unpack --image '%s/layout:%s' '%s' >/dev/null && rm -rf '%s/layout'",
@@ -517,9 +537,18 @@ static int ctr_run(const char *bundle, const char *name, long ms, char **out, ch
     return rc;
 }
 
-/* Joins the container's network namespace (this test process only). */
+/* Joins the container's network namespace (this test process only). runc
+ * writes its pid file (atomically, by rename) after starting the process, so
+ * the ready line can come first: poll for the file, with a deadline. */
 static void ctr_join_net(const struct ctr *c)
 {
+    int64_t deadline = mono_ms() + 10000;
+    while (access(c->pidfile, R_OK) != 0) {
+        if (mono_ms() > deadline)
+            th_fail(__FILE__, __LINE__, "runc wrote no %s within 10 s", c->pidfile);
+        struct timespec tick = {0, 5 * 1000 * 1000};
+        nanosleep(&tick, NULL);
+    }
     char *pid = slurp(c->pidfile);
     char *ns = xasprintf("/proc/%s/ns/net", pid);
     int fd = open(ns, O_RDONLY | O_CLOEXEC);
