@@ -113,7 +113,7 @@ TEST(sandbox_pod_is_hardened_and_owned)
     ASSERT_EQ_INT(i_at(pod, "spec.securityContext.runAsUser"), SANDBOX_UID);
     ASSERT_EQ_STR(s_at(pod, "spec.securityContext.seccompProfile.type"), "RuntimeDefault");
     const cJSON *c = at(pod, "spec.containers[0]");
-    ASSERT_EQ_STR(s_at(c, "image"), "ghcr.io/tern-dev/tern-sandbox-python:0.1");
+    ASSERT_EQ_STR(s_at(c, "image"), "ghcr.io/tern-dev/tern-sandbox-python:0.1.0");
     ASSERT_TRUE(b_at(c, "securityContext.readOnlyRootFilesystem"));
     ASSERT_FALSE(b_at(c, "securityContext.allowPrivilegeEscalation"));
     ASSERT_EQ_STR(s_at(c, "securityContext.capabilities.drop[0]"), "ALL");

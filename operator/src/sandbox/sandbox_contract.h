@@ -4,7 +4,9 @@
  *
  * The operator builds the sandbox pod from these; sandbox-images/<image>/Dockerfile
  * repeat them (a Dockerfile cannot include a header), and
- * tests/unit/test_sandbox_images.c reads both and fails when they drift.
+ * tests/unit/test_sandbox_images.c reads both and fails when they drift;
+ * tests/integration/test_images.c checks the images `make images` builds
+ * from those Dockerfiles against them too (docs/images.md).
  * Change a value here and in the Dockerfiles in the same commit.
  */
 #ifndef TERN_SANDBOX_CONTRACT_H
