@@ -43,14 +43,15 @@ Readiness is always polled with a deadline, never a fixed sleep.
 import base64
 import json
 import os
-import shutil
-import socket
 import ssl
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ternlocal import Failed, free_port, wait_for  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BUILD = os.environ.get("TERN_BUILD", os.path.join(ROOT, "build"))
@@ -60,36 +61,11 @@ NODE_NAME = "tern-node"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
-class Failed(Exception):
-    pass
-
-
 def missing_binaries():
     """The judges `make kube` has not built (empty when all are there)."""
     need = [os.path.join(KUBE_BIN, c) for c in COMPONENTS]
     need.append(os.path.join(TERN_BIN, "tern-node"))
     return [p for p in need if not os.access(p, os.X_OK)]
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what, fn, timeout, interval=0.1):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            v = fn()
-            if v:
-                return v
-        except Exception as e:  # the condition may fail until it holds
-            last = e
-        time.sleep(interval)
-    raise Failed("timed out after %ss waiting for %s%s" %
-                 (timeout, what, (": %s" % last) if last else ""))
 
 
 # ---- PKI (openssl CLI) --------------------------------------------------------
@@ -409,7 +385,6 @@ class KubeCluster:
 def main(argv):
     import argparse
     import signal
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from ternlocal import Proc
     ap = argparse.ArgumentParser(prog="kubecluster.py")
     ap.add_argument("cmd", choices=["up"])

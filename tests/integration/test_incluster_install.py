@@ -345,13 +345,18 @@ def step_excess_runner(r):
     excess(r, RUNNER_USER, os.path.join(ROOT, "deploy", "runner-rbac.yaml"))
 
 
+def operator_role(t):
+    """The operator's ClusterRole twice, ready to apply: one to edit, one to
+    put back."""
+    role = t.get_json("clusterrole", "tern-operator")
+    for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+        role["metadata"].pop(k, None)
+    return role, copy.deepcopy(role)
+
+
 def step_missing_rule(r):
     t = r.t
-    role = t.get_json("clusterrole", "tern-operator")
-    original = copy.deepcopy(role)
-    for m in (role, original):
-        for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
-            m["metadata"].pop(k, None)
+    role, original = operator_role(t)
     n = 0
     for rule in role["rules"]:
         if rule["apiGroups"] == ["batch"] and "jobs" in rule["resources"]:
@@ -409,11 +414,7 @@ def step_finalizers_rule_needed(r):
     refuses the session's children, with a Warning Event; with it back the
     session runs its turn."""
     t = r.t
-    role = t.get_json("clusterrole", "tern-operator")
-    original = copy.deepcopy(role)
-    for m in (role, original):
-        for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
-            m["metadata"].pop(k, None)
+    role, original = operator_role(t)
     before = len(role["rules"])
     role["rules"] = [x for x in role["rules"] if x.get("resources") != ["agentsessions/finalizers"]]
     eq(len(role["rules"]), before - 1, "one agentsessions/finalizers rule")

@@ -21,6 +21,7 @@
  */
 #include "base/mem.h"
 #include "base/tlog.h"
+#include "devctl/fsutil.h"
 #include "nodeagent/nodewire.h"
 
 #include <errno.h>
@@ -98,7 +99,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     int status = 1;
-    char *abs_dir = NULL, exe[PATH_MAX] = "";
+    char *abs_dir = NULL, *exe = NULL;
     struct nodewire *w = NULL;
     if (mkdir(dir, 0700) && errno != EEXIST) {
         tlog_error("cannot create directory", "dir", dir, "error", strerror(errno));
@@ -109,16 +110,8 @@ int main(int argc, char **argv)
         tlog_error("cannot resolve directory", "dir", dir, "error", strerror(errno));
         goto out;
     }
-    if (!bin_dir) {
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (n > 0) {
-            exe[n] = 0;
-            char *slash = strrchr(exe, '/');
-            if (slash)
-                *slash = 0;
-            bin_dir = exe;
-        }
-    }
+    if (!bin_dir)
+        bin_dir = exe = fsutil_exe_dir();
     struct nodewire_cfg cfg = {.kubeconfig = kubeconfig,
                                .dir = abs_dir,
                                .node = node,
@@ -145,6 +138,7 @@ int main(int argc, char **argv)
     status = 0;
 out:
     nodewire_stop(w, 10000);
+    free(exe);
     free(abs_dir);
     return status;
 }

@@ -4,6 +4,7 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
+#include "devctl/fsutil.h"
 #include "devctl/objrest.h"
 #include "devctl/satoken.h"
 #include "kubelet/devrun.h"
@@ -94,21 +95,13 @@ int devwire_start(const struct devwire_cfg *cfg, struct devwire **ret, struct te
     unsigned char key[SATOKEN_KEY_LEN];
     char *keypath = xasprintf("%s/sa.key", cfg->dir);
     char *vol = xasprintf("%s/volumes", cfg->dir);
-    char exe[PATH_MAX] = "";
+    char *exe = NULL;
     int rc = satoken_key_load(keypath, key, err);
     if (rc)
         goto out;
     const char *bin = cfg->bin_dir;
-    if (!bin) {
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (n > 0) {
-            exe[n] = 0;
-            char *slash = strrchr(exe, '/');
-            if (slash)
-                *slash = 0;
-            bin = exe;
-        }
-    }
+    if (!bin)
+        bin = exe = fsutil_exe_dir();
     struct objrest_transport t = {inproc, cfg->rest};
     w->objrest = objrest_new(&t);
     static const char *const extra[] = {"tern.dev/v1alpha1/agentsessions=AgentSession"};
@@ -129,6 +122,7 @@ int devwire_start(const struct devwire_cfg *cfg, struct devwire **ret, struct te
     };
     rc = devrun_start(&dc, &w->run, err);
 out:
+    free(exe);
     free(keypath);
     free(vol);
     if (rc) {
