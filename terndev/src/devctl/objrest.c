@@ -23,7 +23,15 @@ struct objrest {
     struct objrest_transport t;
     char *wait_path;
     char *sel_gvr, *sel_query; /* objrest_set_list_selector */
+    objrest_wait_fn wait_fn;
+    void *wait_ctx;
 };
+
+void objrest_set_wait_fn(struct objrest *r, objrest_wait_fn fn, void *ctx)
+{
+    r->wait_fn = fn;
+    r->wait_ctx = ctx;
+}
 
 struct objrest *objrest_new(const struct objrest_transport *t)
 {
@@ -307,6 +315,9 @@ static int r_wait(void *ctx, const char *after_rv, int timeout_ms, struct tern_e
     int64_t after = 0;
     if (after_rv && num_parse_i64(after_rv, &after) != 0)
         return err_set(err, TERN_EINVALID, "bad resourceVersion \"%s\"", after_rv);
+    struct objrest *self = ctx;
+    if (self->wait_fn)
+        return self->wait_fn(self->wait_ctx, after, timeout_ms);
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {

@@ -7,6 +7,7 @@
 #include "devctl/fsutil.h"
 #include "devctl/objrest.h"
 #include "devctl/satoken.h"
+#include "apiserver/apiwatch.h"
 #include "kubelet/devrun.h"
 
 #include <errno.h>
@@ -89,6 +90,14 @@ static int inproc(void *ctx, const char *method, const char *path, const char *b
     return 0;
 }
 
+/* The store's revision is the hub's: a wait ends with the write that
+ * passes after, not at the next poll. */
+static int hub_wait(void *ctx, int64_t after, int timeout_ms)
+{
+    struct apirest *rest = ctx;
+    return apiwatch_hub_wait(rest->hub, after + 1, timeout_ms) ? 0 : TERN_ETIMEOUT;
+}
+
 int devwire_start(const struct devwire_cfg *cfg, struct devwire **ret, struct tern_err *err)
 {
     struct devwire *w = xcalloc(1, sizeof *w);
@@ -104,6 +113,7 @@ int devwire_start(const struct devwire_cfg *cfg, struct devwire **ret, struct te
         bin = exe = fsutil_exe_dir();
     struct objrest_transport t = {inproc, cfg->rest};
     w->objrest = objrest_new(&t);
+    objrest_set_wait_fn(w->objrest, hub_wait, cfg->rest);
     static const char *const extra[] = {"tern.dev/v1alpha1/agentsessions=AgentSession"};
     struct devrun_cfg dc = {
         .store = objrest_objstore(w->objrest),
