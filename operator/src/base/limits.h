@@ -106,6 +106,7 @@
 #define TERN_JOURNAL_CHUNK         (384u << 10) /* one chunk of an oversize event */
 #define TERN_JOURNAL_MAX_UID       128
 #define TERN_JOURNAL_MAX_PAGE      10000        /* events per replay page */
+#define TERN_JOURNAL_MAX_REASON    1024         /* summary.message: why a turn ended */
 /* Kubernetes client (kube/) */
 #define TERN_KUBE_MAX_KUBECONFIG   (1u << 20)  /* a kubeconfig file */
 #define TERN_KUBE_MAX_TOKEN_FILE   (64u << 10) /* a service-account / tokenFile token */
