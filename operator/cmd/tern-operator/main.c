@@ -200,9 +200,9 @@ static void on_reconcile_error(void *ctx, const char *key, const struct tern_err
     /* a write against a cached object that has moved on: expected while
      * events are in flight, and decided again from fresh state */
     if (err->code == TERN_ECONFLICT)
-        tlog_debug("reconcile conflict", "session", key, "error", err->msg, "retryInMs", d);
+        tlog_debug("reconcile conflict", "session", key, "error", err->msg, "#retryInMs", d);
     else
-        tlog_warn("reconcile failed", "session", key, "error", err->msg, "retryInMs", d);
+        tlog_warn("reconcile failed", "session", key, "error", err->msg, "#retryInMs", d);
 }
 
 int main(int argc, char **argv)

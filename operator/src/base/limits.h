@@ -62,6 +62,9 @@
 #define TERN_RUNNER_MAX_EVENTS     (1u << 20)  /* events replayed for one session */
 #define TERN_RUNNER_MAX_SANDBOX_BODY (16u << 20) /* one sandboxd response */
 #define TERN_RUNNER_MAX_ARTIFACTS  100         /* output/ files listed in turn_finished */
+#define TERN_APPROVAL_MAX_REASON   1024        /* an approver's reason (tern.dev/reason) */
+#define TERN_RUNNER_MAX_DETAIL     512         /* model error / refusal text in a turn's end */
+#define TERN_TERMINATION_MAX       4096        /* a container's termination message (kubelet's) */
 
 /* etcd client (etcd module) */
 #define TERN_ETCD_MAX_ENDPOINTS    16
