@@ -8,6 +8,7 @@
 #include "devctl/kobj.h"
 #include "devctl/satoken.h"
 #include "json/json.h"
+#include "kubelet/podlog.h"
 #include "kubelet/podplan.h"
 #include "kubelet/podstatus.h"
 #include "kubelet/probe.h"
@@ -35,7 +36,7 @@ struct kcont {
     char *name;
     bool init;
     struct podstatus_container ps;
-    char wmsg[512], tmsg[256], lmsg[256];
+    char wmsg[512], tmsg[4097], lmsg[4097]; /* termination messages: <= 4096 bytes */
     pid_t pid;
     int64_t next_start_ms;
     int64_t next_ready_ms, next_live_ms;
@@ -961,12 +962,53 @@ static pid_t spawn(const struct podplan_exec *x, const char *log_path, const str
     return pid;
 }
 
+/* An empty termination message file for the container's next run, which
+ * any uid in the sandbox may write. */
+static void termination_file_reset(const struct kpod *p, const char *path)
+{
+    if (!path)
+        return;
+    char *dir = xasprintf("%s/termination", p->dir);
+    struct tern_err e = {0};
+    fsutil_mkdirs(dir, 0755, &e);
+    free(dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+        int r = fchmod(fd, 0666); /* past the umask */
+        (void)r;
+        close(fd);
+    }
+}
+
+/* What the container left as its termination message (podlog.h). */
+static const char *termination_message(const struct kpod *p, const cJSON *pod,
+                                       const struct kcont *c, int code, char *buf, size_t n)
+{
+    char *tf = xasprintf("%s/termination/%s", p->dir, c->name);
+    char *lf = xasprintf("%s/logs/%s/%d.log", p->dir, c->name, c->ps.restart_count);
+    const char *pol = kobj_str(cspec(pod, c), "terminationMessagePolicy");
+    size_t len = podlog_termination_message(tf, lf, pol && !strcmp(pol, "FallbackToLogsOnError"),
+                                            code, buf, n);
+    free(tf);
+    free(lf);
+    return len ? buf : NULL;
+}
+
 static int start_container(struct kubelet *k, struct kpod *p, const cJSON *pod, struct kcont *c,
                            int64_t now_ms, struct tern_err *err)
 {
     const cJSON *spec = cspec(pod, c);
     if (!spec)
         return err_set(err, TERN_EINVALID, "container %s vanished from the spec", c->name);
+    /* the image name is parsed before anything is pulled (or, here, run);
+     * that there is one is the API server's check */
+    const char *image = kobj_str(spec, "image");
+    if (image && !podplan_image_valid(image, c->wmsg, sizeof c->wmsg)) {
+        c->ps.state = PODSTATUS_WAITING;
+        c->ps.waiting_reason = "InvalidImageName";
+        c->ps.waiting_message = c->wmsg;
+        return 0; /* reported in status, retried next pass */
+    }
     struct podplan_in in;
     fill_in(k, p, pod, &in);
     struct podplan_exec x;
@@ -985,6 +1027,7 @@ static int start_container(struct kubelet *k, struct kpod *p, const cJSON *pod, 
     if (rc == 0) {
         cg_setup(k, p, c, &x);
         c->oom_before = oom_kills(c);
+        termination_file_reset(p, x.termination_file);
         pid_t pid = spawn(&x, log, c);
         if (pid < 0) {
             rc = err_set(err, pid, "spawn %s: %s", c->name, strerror(-pid));
@@ -1105,7 +1148,10 @@ static void reap(struct kubelet *k, struct kpod *p, const cJSON *pod, int64_t no
         if (oom_kills(c) > c->oom_before)
             reason = "OOMKilled";
         cg_remove(c);
-        container_ended(k, pod, c, code, reason, NULL, c->ps.started_at, now_ms);
+        char msg[4097];
+        container_ended(k, pod, c, code, reason,
+                        termination_message(p, pod, c, code, msg, sizeof msg), c->ps.started_at,
+                        now_ms);
         write_pids(k, p);
     }
 }
@@ -1252,6 +1298,30 @@ static struct kpod *find_pod(struct kubelet *k, const char *uid)
     return NULL;
 }
 
+/* Whether pod's requests fit this node's allocatable (podplan_fits); if
+ * not, its status says Unschedulable (written when it changes). */
+static bool fits_node(struct kubelet *k, const cJSON *pod, int64_t now_ms)
+{
+    struct sysinfo si;
+    sysinfo(&si);
+    int64_t cpu = (int64_t)sysconf(_SC_NPROCESSORS_ONLN) * 1000;
+    int64_t mem = (int64_t)((unsigned long long)si.totalram * si.mem_unit);
+    char why[256];
+    if (podplan_fits(pod, cpu, mem, why, sizeof why))
+        return true;
+    cJSON *st = podstatus_unschedulable(pod, why, now_ms / 1000);
+    if (!kobj_equal(st, kobj_at(pod, "status"))) {
+        cJSON *c = json_dup(pod);
+        kobj_set_item(c, "status", st);
+        st = NULL;
+        struct tern_err e = {0};
+        objstore_update_status(k->s, "v1/pods", kobj_str(pod, "metadata.namespace"), c, NULL, &e);
+        cJSON_Delete(c);
+    }
+    cJSON_Delete(st);
+    return false;
+}
+
 int kubelet_sync(struct kubelet *k, int64_t now_ms, struct tern_err *err)
 {
     int rc = sync_node(k, now_ms, err);
@@ -1270,6 +1340,10 @@ int kubelet_sync(struct kubelet *k, int64_t now_ms, struct tern_err *err)
         if (!node || !*node) {
             if (!p || !p->adopted) {
                 if (kobj_deleting(pod))
+                    continue;
+                /* scheduling (this is the only node): a pod that can never
+                 * fit stays Pending, told as kube-scheduler tells it */
+                if (!fits_node(k, pod, now_ms))
                     continue;
                 struct tern_err berr = {0};
                 int r = objstore_bind(k->s, kobj_str(pod, "metadata.namespace"),
