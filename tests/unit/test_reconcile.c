@@ -840,6 +840,17 @@ TEST(missing_references_block_before_children_are_created)
     ASSERT_EQ_INT(count(&o, RA_EVENT, "SecretNotFound"), 1);
     ASSERT_EQ_INT(o.requeue_after, 10); /* the Secret is not watched */
     ASSERT_EQ_STR(cond_status(&o, "Ready"), "False");
+    /* while the sandbox starts (nothing to create), the reference is
+     * looked at again, so the session stays Blocked instead of flapping */
+    struct reconcile_input later = in;
+    later.status = o.status;
+    later.refs_checked = false;
+    later.runner_refs = (struct observed_blocker){0};
+    later.pod.ready = false;
+    struct reconcile_output o3;
+    reconcile_decide(&later, &o3);
+    ASSERT_TRUE(o3.wants_refs);
+    reconcile_output_done(&o3);
     reconcile_output_done(&o);
 
     /* a missing ConfigMap: the sandbox pod is not created */

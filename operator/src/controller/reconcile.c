@@ -527,6 +527,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
                             s->model.name ? s->model.name : "", in->price_table);
         decide_invalid(in, out, msg);
         free(msg);
+        out->requeue_after = 30; /* the price table is not watched: look again */
         return;
     }
 
@@ -834,6 +835,12 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         if (!streq(old_str(in->status, "message", NULL), stuck_msg) && cls)
             out->signals.model_error = model_error_class(cls);
     }
+    /* blocked on a reference before: check again whether it is there now */
+    const char *old_reason = old_str(in->status, "reason", NULL);
+    if (!in->refs_checked &&
+        (streq(old_reason, "SecretNotFound") || streq(old_reason, "SecretKeyNotFound") ||
+         streq(old_reason, "ConfigMapNotFound") || streq(old_reason, "ServiceAccountNotFound")))
+        out->wants_refs = true;
     bool refs_block = stuck && in->refs_checked &&
                       (stuck == in->runner_refs.reason || stuck == in->sandbox_refs.reason);
     if (refs_block && (!out->requeue_after || out->requeue_after > 10))
