@@ -168,7 +168,7 @@ TEST(turn_job_carries_the_key_by_reference_and_fails_fast_on_78)
     cJSON *job = children_turn_job(s, &cfg, 7, NULL);
     ASSERT_EQ_STR(s_at(job, "metadata.name"), "fix-flaky-test-t7");
     ASSERT_EQ_INT(i_at(job, "spec.backoffLimit"), 4);
-    ASSERT_EQ_INT(i_at(job, "spec.activeDeadlineSeconds"), 1800);
+    ASSERT_EQ_INT(i_at(job, "spec.activeDeadlineSeconds"), 1800 + CHILDREN_DEADLINE_GRACE);
     ASSERT_EQ_STR(s_at(job, "spec.podFailurePolicy.rules[0].action"), "FailJob");
     ASSERT_EQ_INT(i_at(job, "spec.podFailurePolicy.rules[0].onExitCodes.values[0]"), 78);
     const cJSON *pod = at(job, "spec.template.spec");

@@ -768,7 +768,7 @@ TEST(a_job_past_its_deadline_reached_timeout_seconds)
     ASSERT_NOT_NULL(a);
     ASSERT_EQ_STR(json_get(a->data, "outcome")->valuestring, "limit_reached");
     ASSERT_EQ_STR(json_get(a->data, "limit")->valuestring, "timeoutSeconds");
-    ASSERT_CONTAINS(json_get(a->data, "message")->valuestring, "deadline of 20 s");
+    ASSERT_CONTAINS(json_get(a->data, "message")->valuestring, "past the session's 20 s");
     reconcile_output_done(&o);
     session_spec_free(s);
 }
@@ -995,6 +995,23 @@ TEST(fork_while_an_approval_waits_and_of_a_failed_session)
                              JSON_REQUIRED, &at, NULL));
     ASSERT_EQ_INT(at, 18);
     ASSERT_CONTAINS(find(&o, RA_EVENT, "ForkCreated")->note, "last good point");
+    reconcile_output_done(&o);
+    /* the failed parent serves its workspace while the fork copies it */
+    in.ann_fork = NULL;
+    in.forks_copying = 1;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 1);
+    ASSERT_EQ_STR(o.phase, "Failed");
+    reconcile_output_done(&o);
+    char hash[17];
+    ready_sandbox(&in, s, hash);
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 0);
+    ASSERT_TRUE(cJSON_IsTrue(json_get(json_get(o.status, "sandbox"), "ready")));
+    reconcile_output_done(&o);
+    in.forks_copying = 0; /* copied: the ended session's pod goes */
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 1);
     reconcile_output_done(&o);
     session_spec_free(s);
 }

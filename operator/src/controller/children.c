@@ -416,7 +416,10 @@ cJSON *children_turn_job(const struct session_spec *s, const struct children_con
 {
     char *name = children_job_name(s->name, turn);
     cJSON *ctr = NULL;
-    cJSON *o = runner_job(s, c, name, s->limits.timeout_seconds, &ctr);
+    /* the runner stops at timeoutSeconds itself (a tool call gets at most
+     * the time left); the Job's deadline is the backstop for a runner that
+     * cannot (a model call that hangs), reported as timeoutSeconds too */
+    cJSON *o = runner_job(s, c, name, s->limits.timeout_seconds + CHILDREN_DEADLINE_GRACE, &ctr);
     free(name);
     char turn_s[21];
     snprintf(turn_s, sizeof turn_s, "%lld", (long long)turn);

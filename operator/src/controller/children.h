@@ -70,6 +70,7 @@ cJSON *children_sandbox_pod(const struct session_spec *s, const struct children_
  * runner container's termination message falls back to its log. */
 cJSON *children_turn_job(const struct session_spec *s, const struct children_config *c,
                          int64_t turn, const char *prices_json);
+#define CHILDREN_DEADLINE_GRACE 60 /* s past timeoutSeconds before a turn Job is killed */
 #define CHILDREN_ANN_PRICES    "tern.dev/prices"
 #define CHILDREN_PRICES_DIR    "/var/run/tern/prices"
 #define CHILDREN_PRICES_FILE   CHILDREN_PRICES_DIR "/prices.json"

@@ -555,9 +555,10 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             json_add_string(d, "limit", "timeoutSeconds");
             json_add_int64(d, "used", s->limits.timeout_seconds * 1000);
             json_add_int64(d, "max", s->limits.timeout_seconds * 1000);
-            msg = xasprintf("timeoutSeconds: turn Job %s-t%lld ran into its deadline of %lld s "
-                            "(a model or tool call outlasted the session's time)",
-                            s->name, (long long)in->job.turn,
+            msg = xasprintf("timeoutSeconds: turn Job %s-t%lld ran into its deadline, %d s past "
+                            "the session's %lld s (a model or tool call outlasted the session's "
+                            "time)",
+                            s->name, (long long)in->job.turn, CHILDREN_DEADLINE_GRACE,
                             (long long)s->limits.timeout_seconds);
         } else if (in->job.failed) {
             json_add_string(d, "outcome", JOURNAL_OUTCOME_ERROR);
@@ -776,8 +777,9 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     const char *stuck = NULL; /* CamelCase reason */
     char *stuck_msg = NULL;
     bool stuck_sandbox = false, stuck_runner = false;
-    bool need_sandbox = !failed && (running || (want_turn && !s->suspend) || !forked ||
-                                    in->forks_copying > 0);
+    /* (a failed parent keeps serving its workspace to forks that copy it) */
+    bool need_sandbox = (!failed && (running || (want_turn && !s->suspend) || !forked)) ||
+                        in->forks_copying > 0;
     if (!failed && in->refs_checked && want_turn && in->runner_refs.reason) {
         stuck = in->runner_refs.reason;
         stuck_msg = xstrdup(in->runner_refs.message ? in->runner_refs.message : "");
@@ -866,7 +868,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             char *key = xasprintf("sandbox/%s", hash);
             append(out, "sandbox_switched", j->turn, key, d);
             free(key);
-        } else if (s->suspend || failed) {
+        } else if ((s->suspend || failed) && in->forks_copying == 0) {
             why = s->suspend ? "suspended: the sandbox pod is removed, the workspace kept"
                              : "the session ended: the sandbox pod is removed";
         } else if (!need_sandbox && s->sandbox.idle_suspend_seconds > 0) {
