@@ -92,9 +92,17 @@ def reached(t, name, want_phase, timeout=180, ns="default"):
                           timeout, ns=ns)
 
 
-def succeeded(t, name, timeout=240, ns="default"):
-    s = t.wait_session(name, "Succeeded", lambda s: phase(s) in ("Succeeded", "Failed"), timeout,
-                       ns=ns)
+def succeeded(t, name, timeout=240, ns="default", after=None):
+    """Waits for the session to end; after: the status it was Failed with
+    before the fix (so that state, still shown until the operator acts on
+    the fix, is not taken for the end)."""
+    old = (after or {}).get("message")
+
+    def done(s):
+        if phase(s) == "Succeeded":
+            return True
+        return phase(s) == "Failed" and status(s).get("message") != old
+    s = t.wait_session(name, "Succeeded", done, timeout, ns=ns)
     eq((phase(s), status(s).get("reason"), status(s).get("message")),
        ("Succeeded", None, None), "%s ended" % name)
     return s
@@ -164,7 +172,7 @@ def scenario_limit_says_which_and_raising_it_continues(t):
     contains(r3.stderr, "stopped at a limit", "retry says why")
     # raising the limit continues the same turn's work from the journal
     patch(t, "lim", {"limits": {"maxTokens": 10000}})
-    s = succeeded(t, "lim")
+    s = succeeded(t, "lim", after=st)
     contains(s["status"]["result"]["summary"], "Done after the limit was raised", "result")
     evs = journal(t, "lim")
     eq([e["data"].get("reason") for e in evs if e["type"] == "retry"], ["LimitRaised"], "retry")
@@ -191,7 +199,7 @@ def scenario_model_error_is_told_and_retry_continues(t):
     r = subprocess_tern(t, "retry", "merr")
     eq(r.returncode, 0, "retry: %s" % r.stderr)
     contains(r.stdout, "retry requested: turn 1 failed (ModelError", "retry output")
-    s = succeeded(t, "merr")
+    s = succeeded(t, "merr", after=status(s))
     contains(s["status"]["result"]["summary"], "Done on the second try", "result")
     evs = journal(t, "merr")
     eq(types(evs).count("retry"), 1, "one retry event")
@@ -207,7 +215,7 @@ def scenario_approval_timeout_fail_then_retry(t):
     contains(status(s).get("message", ""), "timed out after 3 s", "message")
     r = subprocess_tern(t, "retry", "aptf")
     eq(r.returncode, 0, "retry: %s" % r.stderr)
-    s = succeeded(t, "aptf")
+    s = succeeded(t, "aptf", after=status(s))
     # the model was told why the call was not run
     contains(s["status"]["result"]["summary"], "Not pushed; the reason was noted", "result")
 
@@ -235,7 +243,7 @@ def scenario_runner_config_error_before_turn_start(t):
                                  "namespace": "default"}]})
     r = subprocess_tern(t, "retry", "norbac")
     eq(r.returncode, 0, "retry: %s" % r.stderr)
-    succeeded(t, "norbac")
+    succeeded(t, "norbac", after=status(s))
 
 
 def scenario_fork_of_a_failed_session_starts_from_its_last_good_point(t):
@@ -248,8 +256,9 @@ def scenario_fork_of_a_failed_session_starts_from_its_last_good_point(t):
     eq("limit_reached" in types(pev[:at]), False, "the failure is not copied")
     eq(pev[at]["type"] in ("limit_reached", "turn_finished"), True, "cut before the failure")
     # the child goes on from there (with room for it)
+    before = status(t.session("fchild"))
     patch(t, "fchild", {"limits": {"maxTokens": 10000}})
-    s = succeeded(t, "fchild")
+    s = succeeded(t, "fchild", after=before)
     contains(s["status"]["result"]["summary"], "Done after the limit was raised", "child result")
     eq(phase(t.session("fpar")), "Failed", "the parent is unchanged")
 
@@ -396,7 +405,7 @@ def scenario_timeout_during_a_tool_call_is_the_limit(t):
     res = [e for e in journal(t, "slowtool") if e["type"] == "tool_result"]
     eq([e["data"]["status"] for e in res], ["timeout"], "the tool call timed out")
     patch(t, "slowtool", {"limits": {"timeoutSeconds": 3600}})
-    s = succeeded(t, "slowtool")
+    s = succeeded(t, "slowtool", after=status(s))
     contains(s["status"]["result"]["summary"], "timed out; stopping here", "result")
 
 
@@ -470,7 +479,7 @@ def scenario_unpriced_model_with_a_cost_limit_is_refused(t):
     table["prices"]["fake-unpriced"] = {"input": 1, "cachedInput": 1, "output": 1}
     cm["data"]["prices.json"] = json.dumps(table)
     t.kubectl("apply", "-f", "-", input=json.dumps(cm))
-    succeeded(t, "unpriced", timeout=180)
+    succeeded(t, "unpriced", timeout=180, after=status(t.session("unpriced")))
 
 
 def scenario_signals_metrics_and_logs(t):
@@ -488,8 +497,8 @@ def scenario_signals_metrics_and_logs(t):
     # conflicts are not errors: every reconcile error here would be a real one
     eq(metric(text, "tern_reconcile_errors_total"), 0.0, "no reconcile errors counted")
     # the operator's log says what happened to each session, in JSON lines
-    lines = [json.loads(x) for x in t.logs_of("tern-operator").splitlines()
-             if x.startswith("{")]
+    with open(t.procs["tern-operator"].log, errors="replace") as f:
+        lines = [json.loads(x) for x in f.read().splitlines() if x.startswith("{")]
     phases = [(x.get("from"), x.get("to")) for x in lines
               if x.get("msg") == "session phase" and x.get("session") == "default/lim"]
     eq(("Failed", "Provisioning") in phases or ("Failed", "Running") in phases, True,

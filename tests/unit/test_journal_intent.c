@@ -134,6 +134,30 @@ TEST(failure_message_is_bounded_on_a_utf8_boundary)
     journal_summary_done(&s);
 }
 
+TEST(a_turn_ended_by_the_operator_consumes_the_intent)
+{
+    /* a Job that failed before its turn started, and an approval that
+     * timed out with onTimeout: Fail, end with the intent used up: going
+     * on takes a new message or a retry (else a failing Job would be
+     * retried forever) */
+    struct journal_summary s;
+    journal_summary_init(&s);
+    fold(&s, 1, JOURNAL_EV_USER_MESSAGE, 0, "{\"text\":\"objective\"}");
+    ASSERT_TRUE(s.intent);
+    fold(&s, 2, JOURNAL_EV_TURN_FINISHED, 1, "{\"outcome\":\"error\",\"reason\":\"RunnerConfigError\"}");
+    ASSERT_FALSE(s.intent);
+    fold(&s, 3, JOURNAL_EV_RETRY, 1, "{\"reason\":\"Retry\"}");
+    ASSERT_TRUE(s.intent);
+    fold(&s, 4, JOURNAL_EV_TURN_STARTED, 2, "{}");
+    fold(&s, 5, JOURNAL_EV_APPROVAL_REQUESTED, 2, "{\"id\":\"ap-1\"}");
+    fold(&s, 6, JOURNAL_EV_TURN_FINISHED, 2, "{\"outcome\":\"approval_requested\"}");
+    fold(&s, 7, JOURNAL_EV_APPROVAL_DECIDED, 2, "{\"id\":\"ap-1\",\"decision\":\"denied\"}");
+    ASSERT_TRUE(s.intent);
+    fold(&s, 8, JOURNAL_EV_TURN_FINISHED, 2, "{\"outcome\":\"error\",\"reason\":\"ApprovalTimeout\"}");
+    ASSERT_FALSE(s.intent);
+    journal_summary_done(&s);
+}
+
 TEST(fork_of_an_unfinished_turn_continues_it)
 {
     struct journal_summary s;

@@ -533,7 +533,8 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
             break;
         }
         case RA_EVENT:
-            record(c, session, a);
+            if (!a->after_status)
+                record(c, session, a);
             break;
         }
     }
@@ -558,6 +559,13 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
             cJSON_Delete(obj);
         }
     }
+    /* Events that announce a new status, once it is written: a reconcile
+     * whose status write loses a conflict is decided again from the status
+     * the winner wrote, which already says it (one Event per transition,
+     * not one per racing worker) */
+    for (size_t i = 0; i < out->nactions && !r; i++)
+        if (out->actions[i].kind == RA_EVENT && out->actions[i].after_status)
+            record(c, session, &out->actions[i]);
     free(rv);
     return r;
 }

@@ -80,6 +80,15 @@ static void event(struct reconcile_output *out, const char *type, const char *re
     a->note = xstrdup(note);
 }
 
+/* An Event that announces what the new status says (a phase, a reason):
+ * the shell records it after the status is written. */
+static void status_event(struct reconcile_output *out, const char *type, const char *reason,
+                         const char *note)
+{
+    event(out, type, reason, note);
+    out->actions[out->nactions - 1].after_status = true;
+}
+
 static const char *old_str(const cJSON *status, const char *k1, const char *k2)
 {
     const cJSON *v = json_get(status, k1);
@@ -151,7 +160,7 @@ static void decide_invalid(const struct reconcile_input *in, struct reconcile_ou
     /* one Warning per distinct problem, not one per resync */
     const cJSON *old = conditions_find(json_get(in->status, "conditions"), "Failed");
     if (!old || !streq(old_str(old, "message", NULL), msg)) {
-        event(out, "Warning", "InvalidSpec", msg);
+        status_event(out, "Warning", "InvalidSpec", msg);
         if (!streq(old_str(in->status, "phase", NULL), "Failed"))
             out->signals.ended_reason = "InvalidSpec";
     }
@@ -1070,7 +1079,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         if (!streq(old_str(in->status, "pendingApproval", "id"), j->pending_id)) {
             char *note = xasprintf("approval %s requested: %s", j->pending_id,
                                    j->pending_summary ? j->pending_summary : "");
-            event(out, "Normal", "ApprovalRequested", note);
+            status_event(out, "Normal", "ApprovalRequested", note);
             free(note);
         }
     }
@@ -1099,17 +1108,17 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     const char *old_msg = old_str(in->status, "message", NULL);
     const char *new_msg = old_str(st, "message", NULL);
     if (!streq(old_phase, phase) && strcmp(phase, "Succeeded") == 0) {
-        event(out, "Normal", "Completed", j->result_summary ? j->result_summary : "done");
+        status_event(out, "Normal", "Completed", j->result_summary ? j->result_summary : "done");
         out->signals.ended_reason = "Completed";
     } else if (failed && (!streq(old_phase, phase) || !streq(old_msg, new_msg))) {
-        event(out, "Warning", fail.reason, new_msg);
+        status_event(out, "Warning", fail.reason, new_msg);
         if (!streq(old_phase, phase)) {
             out->signals.ended_reason = fail.reason;
             if (!out->signals.model_error)
                 out->signals.model_error = fail.model_error;
         }
     } else if (stuck && (!streq(old_phase, phase) || !streq(old_msg, new_msg))) {
-        event(out, "Warning", stuck, new_msg);
+        status_event(out, "Warning", stuck, new_msg);
     }
     failure_done(&fail);
     free(fail_msg);

@@ -146,7 +146,7 @@ enum reconcile_action_kind {
     RA_COPY_JOURNAL,        /* from_uid, upto (into this session's journal) */
     RA_CREATE,              /* resource ("v1/pods"), object */
     RA_DELETE,              /* resource, name */
-    RA_EVENT,               /* event_type, reason, note */
+    RA_EVENT,               /* event_type, reason, note, after_status */
 };
 
 struct reconcile_action {
@@ -164,6 +164,7 @@ struct reconcile_action {
     char *event_type;       /* Normal | Warning */
     char *reason;
     char *note;
+    bool after_status;      /* an Event announcing the new status: told once it is written */
 };
 
 /* What happened, for the shell's metrics and logs (static strings). */

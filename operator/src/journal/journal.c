@@ -459,6 +459,10 @@ int journal_summary_apply(struct journal_summary *s, const struct journal_event 
     case JOURNAL_EV_TURN_FINISHED: {
         const char *oc = data_str(d, "outcome");
         set_str(&s->outcome, oc ? oc : "");
+        /* the intents before it were this turn's (also when the operator
+         * ends a turn that never started, or fails one on an approval
+         * timeout): going on needs a new one */
+        s->intent = false;
         free(s->reason);
         s->reason = bounded_dup(data_str(d, "reason"), 128);
         free(s->message);

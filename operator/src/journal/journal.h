@@ -175,7 +175,7 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
  * and retry -> intent = true; forked_from while a copied turn had not
  * finished (outcome NULL, turn > 0) -> intent = true (the fork continues
  * that turn); turn_started -> outcome, reason, message and limit cleared,
- * intent = false; turn_finished -> outcome = data.outcome, reason/message/
+ * intent = false; turn_finished -> intent = false, outcome = data.outcome, reason/message/
  * limit/used/max from data (and result/artifacts from data.summary and
  * data.artifacts when the outcome is completed); model_request -> the first
  * one's time; good_seq follows every event except a failure's tail;
