@@ -201,10 +201,10 @@ static int cmd_decide(struct cli *c, bool approve)
     const char *pending = str_at(json_get(s, "status"), "pendingApproval", "id");
     const char *id = c->nargs > 1 ? c->args[1] : pending;
     if (!pending) {
-        int rc = die("agentsession %s has no pending approval%s%s; nothing was changed", name,
-                     id ? " (so not " : "", id ? id : "");
-        if (id)
-            fputs("       (see kubectl tern get for its state)\n", stderr);
+        int rc = id ? die("agentsession %s has no pending approval, so %s cannot be %s; nothing "
+                          "was changed (kubectl tern get %s shows its state)",
+                          name, id, approve ? "approved" : "denied", name)
+                    : die("agentsession %s has no pending approval; nothing was changed", name);
         cJSON_Delete(s);
         return rc;
     }
