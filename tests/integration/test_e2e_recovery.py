@@ -8,7 +8,6 @@ cause is removed; the journal shows that nothing was done twice.
 
 Run: /usr/bin/python3 tests/integration/test_e2e_recovery.py [name-substring]
 """
-import base64
 import json
 import os
 import re
@@ -443,8 +442,7 @@ def scenario_approve_with_a_wrong_id_fails(t):
 def scenario_task_md_and_the_prompt_agree(t):
     apply(t, manifest("taskmd", t.fast_base, "fake-fast",
                       "  messages: [\"a follow-up in the conversation\"]\n"))
-    s = succeeded(t, "taskmd")
-    tok = base64.b64decode(t.get_json("secret", "taskmd-sandbox-token")["data"]["token"]).decode()
+    succeeded(t, "taskmd")
     # the sandbox may be parked after the turn: read task.md from the ConfigMap it mounts
     task = t.get_json("configmap", "taskmd-task")["data"]["task.md"]
     eq("a follow-up" in task, False, "task.md holds the objective, not the follow-ups")
@@ -456,7 +454,6 @@ def scenario_task_md_and_the_prompt_agree(t):
     system = mine[0]["messages"][0]["content"]
     contains(system, "follow-up messages come in this conversation, not in task.md",
              "the system prompt says so")
-    del tok, s
 
 
 def scenario_unpriced_model_with_a_cost_limit_is_refused(t):

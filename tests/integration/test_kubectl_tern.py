@@ -131,6 +131,10 @@ def main():
             r = tern(t, "retry", "s1", check=False)
             eq(r.returncode, 1, "exit code")
             contains(r.stderr, "agentsession s1 is Succeeded: there is nothing to retry", "why")
+            # resume does not undo a failure, and says what does
+            set_status(t, {"phase": "Failed", "reason": "JobFailed"})
+            r = tern(t, "resume", "s1")
+            contains(r.stdout, "resumed; it is Failed (JobFailed): kubectl tern retry", "resume")
             # an invalid spec: say is refused
             set_status(t, {"phase": "Failed", "reason": "InvalidSpec",
                            "message": "spec.limits.maxCostMicroUSD: model \"x\" has no price"})

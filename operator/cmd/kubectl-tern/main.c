@@ -400,9 +400,27 @@ static int cmd_suspend(struct cli *c, bool suspend)
 {
     if (c->nargs != 1)
         return die("usage: kubectl tern %s SESSION", suspend ? "suspend" : "resume");
+    /* resuming does not undo a failure: say what does */
+    char *done = xstrdup(suspend ? "suspended" : "resumed");
+    cJSON *s = NULL;
+    if (!suspend && get_session(c, c->args[0], &s) == 0) {
+        const cJSON *st = json_get(s, "status");
+        const char *ph = str_at(st, "phase", NULL), *why = str_at(st, "reason", NULL);
+        if (ph && (strcmp(ph, "Failed") == 0 || strcmp(ph, "Blocked") == 0)) {
+            free(done);
+            done = xasprintf("resumed; it is %s (%s): %s", ph, why ? why : "?",
+                             strcmp(ph, "Blocked") == 0
+                                 ? "it goes on once that is fixed"
+                                 : "kubectl tern retry, a new message or a raised limit "
+                                   "continues it (kubectl tern get shows how)");
+        }
+    }
+    cJSON_Delete(s);
     cJSON *p = cJSON_CreateObject();
     cJSON_AddItemToObject(cJSON_AddObjectToObject(p, "spec"), "suspend", cJSON_CreateBool(suspend));
-    return patch(c, c->args[0], KCLIENT_PATCH_MERGE, p, suspend ? "suspended" : "resumed");
+    int r = patch(c, c->args[0], KCLIENT_PATCH_MERGE, p, done);
+    free(done);
+    return r;
 }
 
 static int64_t int_at(const cJSON *o, const char *k)
