@@ -396,7 +396,7 @@ def scenario_unreachable_model_is_told_and_fixing_it_goes_on(t):
 
 def scenario_timeout_during_a_tool_call_is_the_limit(t):
     apply(t, manifest("slowtool", t.timeout_base, "fake-timeout",
-                      "  limits: {timeoutSeconds: 15}\n"))
+                      "  limits: {timeoutSeconds: 25}\n"))
     s = reached(t, "slowtool", "Failed", timeout=120)
     eq(status(s).get("reason"), "LimitReached", "reason (not a Job failure)")
     contains(status(s).get("message", ""), "timeoutSeconds:", "which limit")
