@@ -1141,7 +1141,7 @@ TEST_T(runner_runs_as_the_turn_job_and_prints_its_usage, 120)
     json_add_string(cJSON_AddObjectToObject(key, "metadata"), "name", "demo-model");
     json_add_string(cJSON_AddObjectToObject(key, "stringData"), "api-key", "not-a-real-key");
     cJSON_AddItemToArray(objs, key);
-    cJSON *job = children_turn_job(s, &children_cfg, 1);
+    cJSON *job = children_turn_job(s, &children_cfg, 1, NULL);
     const cJSON *tmpl = json_get(json_get(job, "spec"), "template");
     const cJSON *podspec = json_get(tmpl, "spec");
     const cJSON *ctr = cJSON_GetArrayItem(json_get(podspec, "containers"), 0);

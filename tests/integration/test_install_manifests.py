@@ -202,6 +202,21 @@ def main():
         b = state["kust"][("StatefulSet", "tern-etcd")]["spec"]["template"]["spec"]
         eq(a["containers"][0]["command"], b["containers"][0]["command"], "etcd command")
 
+    def same_prices():
+        a = state["chart"][("ConfigMap", "tern-prices")]["data"]["prices.json"]
+        b = state["kust"][("ConfigMap", "tern-prices")]["data"]["prices.json"]
+        eq(json.loads(a), json.loads(b), "price table")
+        table = json.loads(a)["prices"]
+        eq("*" in table, False, "no fallback price: unknown models stay unpriced")
+        for model, p in table.items():
+            eq(sorted(p), ["cachedInput", "input", "output"], "%s fields" % model)
+            eq(all(isinstance(v, int) and 0 <= v <= 10**12 for v in p.values()), True,
+               "%s prices are micro-USD integers" % model)
+        # the operator is pointed at it
+        args = state["kust"][("Deployment", "tern-operator")]["spec"]["template"]["spec"][
+            "containers"][0]["args"]
+        eq("--prices-configmap=tern-system/tern-prices" in args, True, "operator flag")
+
     def values_schema():
         with open(os.path.join(CHART, "values.schema.json")) as f:
             jsonschema.validate(values(), json.load(f))
@@ -214,7 +229,7 @@ def main():
     if "chart" in state:
         for name, fn in [("same_objects", same_objects), ("same_rbac", same_rbac),
                          ("same_operator", same_operator), ("same_policy", same_policy),
-                         ("same_etcd", same_etcd)]:
+                         ("same_etcd", same_etcd), ("same_prices", same_prices)]:
             suite.run(name, fn)
     suite.run("values_schema", values_schema)
     suite.run("one_crd_source", one_crd_source)

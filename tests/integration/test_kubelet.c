@@ -466,6 +466,52 @@ TEST_T(restart_policies_and_previous_logs, 60)
     env_done(&e);
 }
 
+TEST_T(termination_messages_from_the_file_or_the_log, 40)
+{
+    /* as a kubelet does: the file at terminationMessagePath (also with a
+     * read-only root), else, with FallbackToLogsOnError and a failure, the
+     * log's tail; a success without a message has none */
+    struct env e;
+    env_init(&e);
+    create(&e, "v1/pods",
+           POD("byfile", "\"restartPolicy\":\"Never\",\"securityContext\":{\"runAsUser\":"
+                         "65532},",
+               "{\"name\":\"main\",\"securityContext\":{\"readOnlyRootFilesystem\":true},"
+               "\"command\":[\"sh\",\"-c\",\"echo noise; printf 'ConfigError: bad' > "
+               "/dev/termination-log; exit 78\"]}"));
+    create(&e, "v1/pods",
+           POD("bylog", "\"restartPolicy\":\"Never\",",
+               "{\"name\":\"main\",\"terminationMessagePolicy\":\"FallbackToLogsOnError\","
+               "\"command\":[\"sh\",\"-c\",\"echo one; echo the last words >&2; exit 2\"]}"));
+    create(&e, "v1/pods",
+           POD("custom", "\"restartPolicy\":\"Never\",",
+               "{\"name\":\"main\",\"terminationMessagePath\":\"/tmp/why\","
+               "\"command\":[\"sh\",\"-c\",\"echo custom > /tmp/why; exit 1\"]}"));
+    create(&e, "v1/pods",
+           POD("fine", "\"restartPolicy\":\"Never\",",
+               "{\"name\":\"main\",\"terminationMessagePolicy\":\"FallbackToLogsOnError\","
+               "\"command\":[\"sh\",\"-c\",\"echo all good\"]}"));
+    wait_phase(&e, "byfile", "Failed", 15000);
+    wait_phase(&e, "bylog", "Failed", 15000);
+    wait_phase(&e, "custom", "Failed", 15000);
+    wait_phase(&e, "fine", "Succeeded", 15000);
+    static const struct {
+        const char *pod, *msg;
+    } want[] = {{"byfile", "ConfigError: bad"}, {"bylog", "one\nthe last words\n"},
+                {"custom", "custom\n"}, {"fine", NULL}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        cJSON *p = get_pod(&e, want[i].pod);
+        const cJSON *cs = cJSON_GetArrayItem(kobj_at(p, "status.containerStatuses"), 0);
+        const char *m = kobj_str(cs, "state.terminated.message");
+        if (want[i].msg)
+            ASSERT_EQ_STR(m, want[i].msg);
+        else
+            ASSERT_NULL(m);
+        cJSON_Delete(p);
+    }
+    env_done(&e);
+}
+
 TEST_T(init_containers_run_in_order_first, 40)
 {
     struct env e;

@@ -169,10 +169,10 @@ TEST(sandbox_hash_follows_the_sandbox_fields_only)
 TEST(turn_job_carries_the_key_by_reference_and_fails_fast_on_78)
 {
     struct session_spec *s = load("examples/approvals-and-limits.yaml");
-    cJSON *job = children_turn_job(s, &cfg, 7);
+    cJSON *job = children_turn_job(s, &cfg, 7, NULL);
     ASSERT_EQ_STR(s_at(job, "metadata.name"), "fix-flaky-test-t7");
     ASSERT_EQ_INT(i_at(job, "spec.backoffLimit"), 4);
-    ASSERT_EQ_INT(i_at(job, "spec.activeDeadlineSeconds"), 1800);
+    ASSERT_EQ_INT(i_at(job, "spec.activeDeadlineSeconds"), 1800 + CHILDREN_DEADLINE_GRACE);
     ASSERT_EQ_STR(s_at(job, "spec.podFailurePolicy.rules[0].action"), "FailJob");
     ASSERT_EQ_INT(i_at(job, "spec.podFailurePolicy.rules[0].onExitCodes.values[0]"), 78);
     const cJSON *pod = at(job, "spec.template.spec");
@@ -243,6 +243,59 @@ TEST(workspace_and_read_only_context)
     cJSON_Delete(pod);
     cJSON *cm = children_task_configmap(s);
     ASSERT_CONTAINS(json_get(json_get(cm, "data"), "task.md")->valuestring, "# Task");
+    cJSON_Delete(cm);
+    session_spec_free(s);
+}
+
+TEST(turn_job_gets_its_price_by_the_downward_api)
+{
+    struct session_spec *s = load("examples/approvals-and-limits.yaml");
+    const char *price = "{\"prices\":{\"gpt-5.4-mini\":{\"input\":750000,\"cachedInput\":75000,"
+                        "\"output\":4500000}}}";
+    cJSON *job = children_turn_job(s, &cfg, 1, price);
+    ASSERT_EQ_STR(json_get(at(job, "spec.template.metadata.annotations"), "tern.dev/prices")
+                      ->valuestring,
+                  price);
+    const cJSON *pod = at(job, "spec.template.spec");
+    ASSERT_EQ_STR(s_at(pod, "containers[0].terminationMessagePolicy"), "FallbackToLogsOnError");
+    bool env_ok = false, vol_ok = false, mount_ok = false;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, at(pod, "containers[0].env"))
+        env_ok = env_ok || (strcmp(s_at(e, "name"), "TERN_PRICES_FILE") == 0 &&
+                            strcmp(s_at(e, "value"), CHILDREN_PRICES_FILE) == 0);
+    cJSON_ArrayForEach(e, at(pod, "volumes"))
+        vol_ok = vol_ok || (json_get(e, "downwardAPI") &&
+                            strcmp(s_at(e, "downwardAPI.items[0].fieldRef.fieldPath"),
+                                   "metadata.annotations['tern.dev/prices']") == 0);
+    cJSON_ArrayForEach(e, at(pod, "containers[0].volumeMounts"))
+        mount_ok = mount_ok || strcmp(s_at(e, "mountPath"), CHILDREN_PRICES_DIR) == 0;
+    ASSERT_TRUE(env_ok);
+    ASSERT_TRUE(vol_ok);
+    ASSERT_TRUE(mount_ok);
+    cJSON_Delete(job);
+    /* no price: nothing about prices */
+    job = children_turn_job(s, &cfg, 1, NULL);
+    ASSERT_NULL(at(job, "spec.template.metadata.annotations"));
+    cJSON_Delete(job);
+    session_spec_free(s);
+}
+
+TEST(task_md_holds_what_the_system_prompt_says)
+{
+    /* objective, context, references; the follow-up messages are not
+     * there (runner/prompt.c says they come in the conversation) */
+    struct session_spec *s = load("examples/approvals-and-limits.yaml");
+    for (size_t i = 0; i < s->nmessages; i++)
+        free(s->messages[i]);
+    free(s->messages);
+    char **m = xcalloc(1, sizeof *m);
+    m[0] = xstrdup("a follow-up only the conversation carries");
+    s->messages = m;
+    s->nmessages = 1;
+    cJSON *cm = children_task_configmap(s);
+    const char *md = json_get(at(cm, "data"), "task.md")->valuestring;
+    ASSERT_CONTAINS(md, s->objective);
+    ASSERT_TRUE(strstr(md, "a follow-up only") == NULL);
     cJSON_Delete(cm);
     session_spec_free(s);
 }

@@ -33,6 +33,7 @@ struct opts {
     const char *kubeconfig, *etcd_endpoints, *namespace, *metrics_addr, *health_addr;
     const char *runner_image, *sandbox_image, *log_level, *runner_sa, *lease_ns, *id;
     const char *storage_class, *runtime_class, *pull_policy, *model_secret, *model_key;
+    const char *prices_cm;
     bool leader_elect;
     int64_t workers;
 };
@@ -59,6 +60,9 @@ static const struct flag {
     F("model-secret-name", "TERN_MODEL_SECRET_NAME", 0, model_secret,
       "Secret with the model API key for sessions that name none"),
     F("model-secret-key", "TERN_MODEL_SECRET_KEY", 0, model_key, "key in that Secret"),
+    F("prices-configmap", "TERN_PRICES_CONFIGMAP", 0, prices_cm,
+      "NAMESPACE/NAME of the price table ConfigMap (key prices.json); without it, sessions "
+      "with a cost limit are refused"),
     F("lease-namespace", "TERN_POD_NAMESPACE", 0, lease_ns, "namespace of the leader Lease"),
     F("id", "TERN_POD_NAME", 0, id, "this replica's identity"),
     F("log-level", "TERN_LOG_LEVEL", 0, log_level, "debug|info|warn|error"),
@@ -201,9 +205,40 @@ static void on_reconcile_error(void *ctx, const char *key, const struct tern_err
     /* a write against a cached object that has moved on: expected while
      * events are in flight, and decided again from fresh state */
     if (err->code == TERN_ECONFLICT)
-        tlog_debug("reconcile conflict", "session", key, "error", err->msg, "retryInMs", d);
+        tlog_debug("reconcile conflict", "session", key, "error", err->msg, "#retryInMs", d);
     else
-        tlog_warn("reconcile failed", "session", key, "error", err->msg, "retryInMs", d);
+        tlog_warn("reconcile failed", "session", key, "error", err->msg, "#retryInMs", d);
+}
+
+/* What happened to each session, at info; warnings as warnings. */
+static void on_session_event(void *ctx, const char *key, const char *type, const char *reason,
+                             const char *note)
+{
+    (void)ctx;
+    if (type && strcmp(type, "Warning") == 0)
+        tlog_warn("session event", "session", key, "type", type, "reason", reason, "note", note);
+    else
+        tlog_info("session event", "session", key, "type", type, "reason", reason, "note", note);
+}
+
+static void on_session_phase(void *ctx, const char *key, const char *from, const char *to,
+                             const char *reason, const char *message)
+{
+    (void)ctx;
+    tlog_info("session phase", "session", key, "from", from ? from : "", "to", to, "reason",
+              reason ? reason : "", "message", message ? message : "");
+}
+
+/* Why: what the decision did, at debug. */
+static void on_session_decided(void *ctx, const char *key, const char *phase, size_t nactions,
+                               int64_t requeue_s, bool refs_checked)
+{
+    (void)ctx;
+    char n[24], q[24];
+    snprintf(n, sizeof n, "%zu", nactions);
+    snprintf(q, sizeof q, "%lld", (long long)requeue_s);
+    tlog_debug("reconciled", "session", key, "phase", phase, "#actions", n, "#requeueSeconds", q,
+               "refsChecked", refs_checked ? "true" : "false");
 }
 
 int main(int argc, char **argv)
@@ -293,6 +328,10 @@ int main(int argc, char **argv)
         .namespace = o.namespace,
         .workers = (int)o.workers,
         .on_error = on_reconcile_error,
+        .on_event = on_session_event,
+        .on_phase = on_session_phase,
+        .on_decided = on_session_decided,
+        .prices_configmap = o.prices_cm && *o.prices_cm ? o.prices_cm : NULL,
         .children =
             {
                 .runner_image = o.runner_image,

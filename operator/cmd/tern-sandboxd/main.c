@@ -79,7 +79,7 @@ static void access_log(void *ctx, const char *method, const char *url, unsigned 
     char st[21], dur[21];
     num_fmt_i64(status, st);
     num_fmt_i64(ms, dur);
-    tlog_info("request", "method", method, "path", url, "status", st, "ms", dur);
+    tlog_info("request", "method", method, "path", url, "#status", st, "#ms", dur);
 }
 
 static int64_t int_flag(const char *name, const char *v, int64_t min, int64_t max)
@@ -201,7 +201,7 @@ int main(int argc, char **argv)
     char port[21], n[21];
     num_fmt_i64(sandboxd_port(d), port);
     num_fmt_i64((int64_t)sandboxd_interrupted(d), n);
-    tlog_info("serving", "port", port, "workspace", cfg.workspace, "interrupted", n, "landlock",
+    tlog_info("serving", "#port", port, "workspace", cfg.workspace, "#interrupted", n, "landlock",
               sandboxd_landlock_active(d) ? "on" : "off");
     const char *colon = strrchr(cfg.listen, ':');
     printf("tern-sandboxd ready addr=%.*s:%s\n", (int)(colon ? colon - cfg.listen : 0), cfg.listen,

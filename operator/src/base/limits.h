@@ -62,6 +62,9 @@
 #define TERN_RUNNER_MAX_EVENTS     (1u << 20)  /* events replayed for one session */
 #define TERN_RUNNER_MAX_SANDBOX_BODY (16u << 20) /* one sandboxd response */
 #define TERN_RUNNER_MAX_ARTIFACTS  100         /* output/ files listed in turn_finished */
+#define TERN_APPROVAL_MAX_REASON   1024        /* an approver's reason (tern.dev/reason) */
+#define TERN_RUNNER_MAX_DETAIL     512         /* model error / refusal text in a turn's end */
+#define TERN_TERMINATION_MAX       4096        /* a container's termination message (kubelet's) */
 
 /* etcd client (etcd module) */
 #define TERN_ETCD_MAX_ENDPOINTS    16
@@ -106,6 +109,7 @@
 #define TERN_JOURNAL_CHUNK         (384u << 10) /* one chunk of an oversize event */
 #define TERN_JOURNAL_MAX_UID       128
 #define TERN_JOURNAL_MAX_PAGE      10000        /* events per replay page */
+#define TERN_JOURNAL_MAX_REASON    1024         /* summary.message: why a turn ended */
 /* Kubernetes client (kube/) */
 #define TERN_KUBE_MAX_KUBECONFIG   (1u << 20)  /* a kubeconfig file */
 #define TERN_KUBE_MAX_TOKEN_FILE   (64u << 10) /* a service-account / tokenFile token */

@@ -401,6 +401,9 @@ static cJSON *runner_job(const struct session_spec *s, const struct children_con
     str(ctr, "image", c->runner_image);
     if (c->image_pull_policy)
         str(ctr, "imagePullPolicy", c->image_pull_policy);
+    /* the runner writes why it failed to /dev/termination-log; a runner
+     * killed before it could (OOM, SIGKILL) leaves its last log lines */
+    str(ctr, "terminationMessagePolicy", "FallbackToLogsOnError");
     restricted_container_security(ctr);
     cJSON *res = sub(ctr, "resources");
     str(sub(res, "requests"), "cpu", "50m");
@@ -417,11 +420,14 @@ static cJSON *runner_job(const struct session_spec *s, const struct children_con
 }
 
 cJSON *children_turn_job(const struct session_spec *s, const struct children_config *c,
-                         int64_t turn)
+                         int64_t turn, const char *prices_json)
 {
     char *name = children_job_name(s->name, turn);
     cJSON *ctr = NULL;
-    cJSON *o = runner_job(s, c, name, s->limits.timeout_seconds, &ctr);
+    /* the runner stops at timeoutSeconds itself (a tool call gets at most
+     * the time left); the Job's deadline is the backstop for a runner that
+     * cannot (a model call that hangs), reported as timeoutSeconds too */
+    cJSON *o = runner_job(s, c, name, s->limits.timeout_seconds + CHILDREN_DEADLINE_GRACE, &ctr);
     free(name);
     char turn_s[21];
     snprintf(turn_s, sizeof turn_s, "%lld", (long long)turn);
@@ -446,6 +452,19 @@ cJSON *children_turn_job(const struct session_spec *s, const struct children_con
         cJSON *ref = sub(sub(k, "valueFrom"), "secretKeyRef");
         str(ref, "name", secret);
         str(ref, "key", key ? key : "api-key");
+    }
+    if (prices_json) {
+        cJSON *tmpl = (cJSON *)json_get(json_get(o, "spec"), "template");
+        cJSON *tmeta = (cJSON *)json_get(tmpl, "metadata");
+        str(sub(tmeta, "annotations"), CHILDREN_ANN_PRICES, prices_json);
+        env(e, "TERN_PRICES_FILE", CHILDREN_PRICES_FILE);
+        mount((cJSON *)json_get(ctr, "volumeMounts"), "prices", CHILDREN_PRICES_DIR, NULL, 1);
+        cJSON *v = push_obj((cJSON *)json_get(json_get(tmpl, "spec"), "volumes"));
+        str(v, "name", "prices");
+        cJSON *item = push_obj(arr(sub(v, "downwardAPI"), "items"));
+        str(item, "path", "prices.json");
+        str(sub(item, "fieldRef"), "fieldPath",
+            "metadata.annotations['" CHILDREN_ANN_PRICES "']");
     }
     return o;
 }

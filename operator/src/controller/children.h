@@ -62,9 +62,18 @@ cJSON *children_token_secret(const struct session_spec *s, const char *token);
 cJSON *children_task_configmap(const struct session_spec *s);
 cJSON *children_network_policy(const struct session_spec *s);
 cJSON *children_sandbox_pod(const struct session_spec *s, const struct children_config *c);
-/* The Job of turn n (tern-runner turn). */
+/* The Job of turn n (tern-runner turn). prices_json (may be NULL): the
+ * price of the session's model as a one-entry price table; it becomes the
+ * pod annotation tern.dev/prices, projected by the downward API to
+ * CHILDREN_PRICES_FILE, which TERN_PRICES_FILE names (so an edited price
+ * table applies from the next turn, with no object per session). The
+ * runner container's termination message falls back to its log. */
 cJSON *children_turn_job(const struct session_spec *s, const struct children_config *c,
-                         int64_t turn);
+                         int64_t turn, const char *prices_json);
+#define CHILDREN_DEADLINE_GRACE 60 /* s past timeoutSeconds before a turn Job is killed */
+#define CHILDREN_ANN_PRICES    "tern.dev/prices"
+#define CHILDREN_PRICES_DIR    "/var/run/tern/prices"
+#define CHILDREN_PRICES_FILE   CHILDREN_PRICES_DIR "/prices.json"
 /* The fork copy Job <child>-copy (tern-runner copy --from --to), owned by
  * the child session: streams the parent sandbox's snapshot into the
  * child's. from_token_secret: the parent's token Secret (same namespace),

@@ -16,8 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 int64_t kubelet__now_real_ms(void)
 {
@@ -301,6 +303,31 @@ out:
     return rc;
 }
 
+/* Whether pod's requests fit this node's allocatable (podplan_fits); if
+ * not, its status says Unschedulable (written when it changes). Only for
+ * the kubelet that is its own scheduler (tern-dev). */
+static bool fits_node(struct kubelet *k, const cJSON *pod, int64_t now_ms)
+{
+    struct sysinfo si;
+    sysinfo(&si);
+    int64_t cpu = (int64_t)sysconf(_SC_NPROCESSORS_ONLN) * 1000;
+    int64_t mem = (int64_t)((unsigned long long)si.totalram * si.mem_unit);
+    char why[256];
+    if (podplan_fits(pod, cpu, mem, why, sizeof why))
+        return true;
+    cJSON *st = podstatus_unschedulable(pod, why, now_ms / 1000);
+    if (!kobj_equal(st, kobj_at(pod, "status"))) {
+        cJSON *c = json_dup(pod);
+        kobj_set_item(c, "status", st);
+        st = NULL;
+        struct tern_err e = {0};
+        objstore_update_status(k->s, "v1/pods", kobj_str(pod, "metadata.namespace"), c, NULL, &e);
+        cJSON_Delete(c);
+    }
+    cJSON_Delete(st);
+    return false;
+}
+
 static struct kpod *find_pod(struct kubelet *k, const char *uid)
 {
     for (size_t i = 0; i < k->npods; i++)
@@ -343,6 +370,10 @@ int kubelet_sync(struct kubelet *k, int64_t now_ms, struct tern_err *err)
         } else if (!node || !*node) {
             if (!p || !p->adopted) {
                 if (kobj_deleting(pod))
+                    continue;
+                /* scheduling (this is the only node): a pod that can never
+                 * fit stays Pending, told as kube-scheduler tells it */
+                if (!fits_node(k, pod, now_ms))
                     continue;
                 struct tern_err berr = {0};
                 int r = objstore_bind(k->s, kobj_str(pod, "metadata.namespace"),

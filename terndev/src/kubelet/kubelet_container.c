@@ -11,9 +11,11 @@
 #include "devctl/fsutil.h"
 #include "devctl/kobj.h"
 #include "json/json.h"
+#include "kubelet/podlog.h"
 #include "kubelet/probe.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static const cJSON *cspec(const cJSON *pod, const struct kcont *c)
 {
@@ -173,12 +176,53 @@ int kubelet__prepare(struct kubelet *k, struct kpod *p, const cJSON *pod, struct
 
 /* ---- containers ---- */
 
+/* An empty termination message file for the container's next run, which
+ * any uid in the sandbox may write. */
+static void termination_file_reset(const struct kpod *p, const char *path)
+{
+    if (!path)
+        return;
+    char *dir = xasprintf("%s/termination", p->dir);
+    struct tern_err e = {0};
+    fsutil_mkdirs(dir, 0755, &e);
+    free(dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+        int r = fchmod(fd, 0666); /* past the umask */
+        (void)r;
+        close(fd);
+    }
+}
+
+/* What the container left as its termination message (podlog.h). */
+static const char *termination_message(const struct kpod *p, const cJSON *pod,
+                                       const struct kcont *c, int code, char *buf, size_t n)
+{
+    char *tf = xasprintf("%s/termination/%s", p->dir, c->name);
+    char *lf = xasprintf("%s/logs/%s/%d.log", p->dir, c->name, c->ps.restart_count);
+    const char *pol = kobj_str(cspec(pod, c), "terminationMessagePolicy");
+    size_t len = podlog_termination_message(tf, lf, pol && !strcmp(pol, "FallbackToLogsOnError"),
+                                            code, buf, n);
+    free(tf);
+    free(lf);
+    return len ? buf : NULL;
+}
+
 int kubelet__start_container(struct kubelet *k, struct kpod *p, const cJSON *pod, struct kcont *c,
                              int64_t now_ms, struct tern_err *err)
 {
     const cJSON *spec = cspec(pod, c);
     if (!spec)
         return err_set(err, TERN_EINVALID, "container %s vanished from the spec", c->name);
+    /* the image name is parsed before anything is pulled (or, here, run);
+     * that there is one is the API server's check */
+    const char *image = kobj_str(spec, "image");
+    if (image && !podplan_image_valid(image, c->wmsg, sizeof c->wmsg)) {
+        c->ps.state = PODSTATUS_WAITING;
+        c->ps.waiting_reason = "InvalidImageName";
+        c->ps.waiting_message = c->wmsg;
+        return 0; /* reported in status, retried next pass */
+    }
     struct podplan_in in;
     fill_in(k, p, pod, &in);
     struct podplan_exec x;
@@ -197,6 +241,7 @@ int kubelet__start_container(struct kubelet *k, struct kpod *p, const cJSON *pod
     if (rc == 0) {
         kubelet__cg_setup(k, p, c, &x);
         c->oom_before = kubelet__oom_kills(c);
+        termination_file_reset(p, x.termination_file);
         pid_t pid = kubelet__spawn(&x, log, c);
         if (pid < 0) {
             rc = err_set(err, pid, "spawn %s: %s", c->name, strerror(-pid));
@@ -252,7 +297,10 @@ void kubelet__reap(struct kubelet *k, struct kpod *p, const cJSON *pod, int64_t 
         if (kubelet__oom_kills(c) > c->oom_before)
             reason = "OOMKilled";
         kubelet__cg_remove(c);
-        kubelet__container_ended(k, pod, c, code, reason, NULL, c->ps.started_at, now_ms);
+        char msg[4097];
+        kubelet__container_ended(k, pod, c, code, reason,
+                                 termination_message(p, pod, c, code, msg, sizeof msg),
+                                 c->ps.started_at, now_ms);
         kubelet__write_pids(k, p);
     }
 }

@@ -40,7 +40,7 @@ struct kcont {
     char *name;
     bool init;
     struct podstatus_container ps;
-    char wmsg[512], tmsg[256], lmsg[256];
+    char wmsg[512], tmsg[4097], lmsg[4097]; /* termination messages: <= 4096 bytes */
     pid_t pid;
     int64_t next_start_ms;
     int64_t next_ready_ms, next_live_ms;

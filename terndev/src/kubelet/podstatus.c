@@ -223,3 +223,16 @@ cJSON *podstatus_build(const cJSON *pod, const struct podstatus_container *cs, s
     cJSON_Delete(wrap);
     return r;
 }
+
+cJSON *podstatus_unschedulable(const cJSON *pod, const char *message, int64_t now)
+{
+    cJSON *wrap = cJSON_CreateObject();
+    const cJSON *old = kobj_at(pod, "status");
+    cJSON *st = old ? json_dup(old) : cJSON_CreateObject();
+    cJSON_AddItemToObject(wrap, "status", st);
+    kobj_set_str(wrap, "status.phase", "Pending");
+    kobj_set_cond(wrap, "PodScheduled", "False", "Unschedulable", message, now);
+    cJSON *ret = cJSON_DetachItemFromObjectCaseSensitive(wrap, "status");
+    cJSON_Delete(wrap);
+    return ret;
+}

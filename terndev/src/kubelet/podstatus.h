@@ -52,4 +52,9 @@ const char *podstatus_phase(const struct podstatus_container *cs, size_t n);
 cJSON *podstatus_build(const cJSON *pod, const struct podstatus_container *cs, size_t n,
                        const char *pod_ip, const char *host_ip, bool sandbox_ready, int64_t now);
 
+/* The status the scheduler gives a pod it cannot place: phase Pending and
+ * PodScheduled=False, reason Unschedulable, with message (the old
+ * condition's lastTransitionTime kept while it holds). Caller owns it. */
+cJSON *podstatus_unschedulable(const cJSON *pod, const char *message, int64_t now);
+
 #endif
