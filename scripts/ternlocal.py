@@ -131,7 +131,7 @@ class Local:
         os.makedirs(self.logs, exist_ok=True)
         self.home = os.path.join(self.dir, "home")
         os.makedirs(self.home, exist_ok=True)
-        self.keep = keep
+        self.keep = keep or os.environ.get("TERN_KEEP_WORKDIR") == "1"  # for a look afterwards
         self.procs = {}
         self.etcd_url = None
         self.kubeconfig = None

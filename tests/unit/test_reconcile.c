@@ -924,6 +924,35 @@ TEST(pod_waiting_reasons_and_unschedulable_are_told)
     session_spec_free(s);
 }
 
+/* A real scheduler says Unschedulable while a claim is being provisioned
+ * and bound; that is no block until it has lasted the grace period. */
+TEST(a_young_unschedulable_pod_is_not_blocked_yet)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 1, .messages = 1, .intent_pending = true,
+                                           .updated_at = in.now};
+    char hash[17];
+    in.pod = (struct observed_pod){
+        .exists = true,
+        .phase = "Pending",
+        .sandbox_hash = children_sandbox_hash(s, &cfg, hash),
+        .unschedulable = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+        .unschedulable_since = in.now - 5};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Provisioning");
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "Unschedulable"), 0);
+    ASSERT_TRUE(o.requeue_after > 0 && o.requeue_after <= RECONCILE_UNSCHEDULABLE_GRACE - 5);
+    reconcile_output_done(&o);
+    in.pod.unschedulable_since = in.now - RECONCILE_UNSCHEDULABLE_GRACE;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Blocked");
+    ASSERT_EQ_STR(status_str(&o, "reason"), "Unschedulable");
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
 TEST(fork_into_a_taken_name_is_refused)
 {
     struct session_spec *s = spec_from(SESSION_YAML(""));

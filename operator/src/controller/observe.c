@@ -76,6 +76,12 @@ static void waiting_of(const cJSON *pod, const char **ret_reason, const char **r
     }
 }
 
+static int64_t unschedulable_since(const cJSON *pod)
+{
+    double t = observe_time(str_at(cond(pod, "PodScheduled"), "lastTransitionTime"));
+    return t > 0 ? (int64_t)t : 0;
+}
+
 static const char *unschedulable_of(const cJSON *pod)
 {
     const cJSON *c = cond(pod, "PodScheduled");
@@ -101,6 +107,7 @@ void observe_pod(const cJSON *pod, struct observed_pod *o)
         str_at(json_get(json_get(pod, "metadata"), "annotations"), CHILDREN_ANN_SANDBOX_HASH);
     waiting_of(pod, &o->waiting_reason, &o->waiting_message);
     o->unschedulable = unschedulable_of(pod);
+    o->unschedulable_since = o->unschedulable ? unschedulable_since(pod) : 0;
 }
 
 void observe_job(const cJSON *job, struct observed_job *o)
@@ -155,6 +162,8 @@ void observe_job_pod(const cJSON *pod, struct observed_job *o)
         o->pod_waiting_reason = r;
         o->pod_waiting_message = m;
     }
-    if (unschedulable_of(pod))
+    if (unschedulable_of(pod)) {
         o->pod_unschedulable = unschedulable_of(pod);
+        o->pod_unschedulable_since = unschedulable_since(pod);
+    }
 }

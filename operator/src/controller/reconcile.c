@@ -432,6 +432,11 @@ static void failure_of(const struct reconcile_input *in, struct failure *f)
     else if (f->blocked)
         f->hint = xasprintf("raise spec.limits.%s above %lld to continue", j->limit,
                             (long long)j->limit_used);
+    else if (streq(j->outcome, JOURNAL_OUTCOME_LIMIT) && j->limit && limit_value(s, j->limit) >= 0)
+        /* raised: the next pass between turns journals the retry by itself
+         * (once the turn's Job has ended) */
+        f->hint = xasprintf("spec.limits.%s was raised: a new turn continues from the journal",
+                            j->limit);
     else
         f->hint = xstrdup("continue with a new message (kubectl tern say) or kubectl tern retry");
 }
@@ -458,6 +463,21 @@ static void append_retry(struct reconcile_output *out, const struct reconcile_in
 /* ---- stuck sessions -------------------------------------------------------- */
 
 /* Waiting reasons that do not go away by waiting (the kubelet's). */
+/* Unschedulable for RECONCILE_UNSCHEDULABLE_GRACE seconds or more (or for
+ * an unknown time); a younger one is looked at again when the grace ends. */
+static bool unschedulable_for_long(const char *msg, int64_t since, int64_t now,
+                                   struct reconcile_output *out)
+{
+    if (!msg)
+        return false;
+    if (since <= 0 || now - since >= RECONCILE_UNSCHEDULABLE_GRACE)
+        return true;
+    int64_t left = RECONCILE_UNSCHEDULABLE_GRACE - (now - since);
+    if (!out->requeue_after || left < out->requeue_after)
+        out->requeue_after = left;
+    return false;
+}
+
 static bool stuck_waiting(const char *r)
 {
     return r && strcmp(r, "ContainerCreating") != 0 && strcmp(r, "PodInitializing") != 0;
@@ -799,7 +819,8 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         stuck_msg = xstrdup(in->sandbox_refs.message ? in->sandbox_refs.message : "");
         stuck_sandbox = true;
     } else if (!failed && need_sandbox && in->pod.exists && !in->pod.deleting &&
-               in->pod.unschedulable) {
+               unschedulable_for_long(in->pod.unschedulable, in->pod.unschedulable_since, in->now,
+                                      out)) {
         stuck = "Unschedulable";
         stuck_msg = xasprintf("sandbox pod %s-sandbox cannot be scheduled: %s", s->name,
                               in->pod.unschedulable);
@@ -811,7 +832,9 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
                               in->pod.waiting_message ? ": " : "",
                               in->pod.waiting_message ? in->pod.waiting_message : "");
         stuck_sandbox = true;
-    } else if (!failed && job_active && in->job.pod_unschedulable) {
+    } else if (!failed && job_active &&
+               unschedulable_for_long(in->job.pod_unschedulable,
+                                      in->job.pod_unschedulable_since, in->now, out)) {
         stuck = "Unschedulable";
         stuck_msg = xasprintf("turn %lld's runner pod cannot be scheduled: %s",
                               (long long)in->job.turn, in->job.pod_unschedulable);

@@ -39,6 +39,7 @@ struct observed_pod {
     const char *waiting_reason;  /* a container's state.waiting.reason, or NULL */
     const char *waiting_message; /* ... and its message (or the last termination's) */
     const char *unschedulable;   /* PodScheduled=False/Unschedulable: its message, or NULL */
+    int64_t unschedulable_since; /* that condition's lastTransitionTime (unix s), 0 unknown */
 };
 
 struct observed_job {
@@ -55,7 +56,14 @@ struct observed_job {
     int64_t last_failed_at;   /* its finishedAt, unix seconds */
     /* the pod of the attempt now running, if stuck before starting: */
     const char *pod_waiting_reason, *pod_waiting_message, *pod_unschedulable;
+    int64_t pod_unschedulable_since;
 };
+
+/* A pod the scheduler cannot place yet is reported (Blocked: Unschedulable)
+ * once it has stayed so this long: a real scheduler says Unschedulable for
+ * states that clear within seconds (a claim being provisioned and bound,
+ * a node coming up). */
+#define RECONCILE_UNSCHEDULABLE_GRACE 20
 
 /* Something a session needs that is not there (found by the shell before
  * it creates a pod or a Job): a CamelCase reason and a message, or NULL. */
