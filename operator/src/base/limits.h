@@ -135,6 +135,16 @@
 #define TERN_KUBELETAPI_CHUNK        (64u << 10) /* log bytes per write */
 #define TERN_NODE_MAX_TOKEN          (64u << 10) /* a TokenRequest's token */
 
+/* tern-egress-proxy (egress/) */
+#define TERN_EGRESS_MAX_HEAD         16384       /* a proxy request's line + headers, bytes */
+#define TERN_EGRESS_MAX_HEADERS      100         /* header fields in one request */
+#define TERN_EGRESS_MAX_ADDRS        16          /* addresses kept from one name lookup */
+#define TERN_EGRESS_MAX_CONNECTIONS  4096        /* --max-connections cap */
+#define TERN_EGRESS_MAX_HOSTS_FILE   (1u << 20)  /* the static name map (--hosts-file) */
+#define TERN_EGRESS_MAX_HOSTS        4096        /* names in that map */
+#define TERN_EGRESS_MAX_RATE_KEYS    4096        /* sessions whose refusal Events are rate-limited */
+#define TERN_EGRESS_MAX_PODS         65536       /* sandbox pods / sessions indexed */
+
 /* base/glob (policy approval/writable globs, spec globs, sandboxd --writable) */
 #define TERN_GLOB_MAX_PATTERN 4096 /* one glob, bytes */
 
