@@ -81,6 +81,7 @@
 #define TERN_SANDBOX_MAX_EXEC_BODY   (4u << 20)  /* POST /v1/exec JSON body */
 #define TERN_SANDBOX_MAX_ARGV        4096        /* argv entries */
 #define TERN_SANDBOX_MAX_ENV         256         /* env additions */
+#define TERN_SANDBOX_MAX_ENV_VALUE   (64u << 10) /* a variable sandboxd passes on */
 #define TERN_SANDBOX_MAX_STDIN       (2u << 20)  /* "stdin" bytes */
 #define TERN_SANDBOX_MAX_OUTPUT      (1u << 20)  /* kept stdout / stderr bytes, each */
 #define TERN_SANDBOX_MAX_TIMEOUT_MS  (24LL * 3600 * 1000)
