@@ -375,12 +375,15 @@ int main(int argc, char **argv)
     }
     /* serve only once both caches hold the cluster's state: before that
      * every client would be refused as unknown */
-    while (informer_wait_synced(app.pods, 1000) || informer_wait_synced(app.sessions, 1000)) {
+    for (int waited = 0;
+         informer_wait_synced(app.pods, 1000) || informer_wait_synced(app.sessions, 1000);
+         waited++) {
         if (sigtimedwait(&stop_set, NULL, &(struct timespec){0, 0}) >= 0) {
             rc = 0;
             goto out;
         }
-        tlog_info("waiting for the pod and AgentSession lists");
+        if (waited % 10 == 0) /* e.g. the AgentSession CRD is not installed yet */
+            tlog_info("waiting for the pod and AgentSession lists");
     }
     struct egproxy_config pc = {
         .listen = o.listen,
