@@ -27,7 +27,9 @@ tool calls hit refusals):
     port, the metadata address), and a forged source address;
   - refused as unidentified: a client that is not a sandbox, whatever its
     headers say (X-Forwarded-For, Forwarded, Proxy-Authorization).
-Every decision is counted (tern_egress_decisions_total by session, verdict
+The proxy runs as the ServiceAccount of deploy/base/egress-proxy.yaml with
+exactly its ClusterRole (a token of it), so the install's grants are proven
+enough. Every decision is counted (tern_egress_decisions_total by session, verdict
 and reason); refusals are Warning Events EgressRefused on the session, at
 most one per session per interval (the rest counted as suppressed); the
 model's tool results carry the proxy's explanation. An invalid allowlist
@@ -160,6 +162,42 @@ def tls_files(d):
                     "subjectAltName=DNS:allowed.example", "-keyout", key, "-out", cert],
                    check=True, capture_output=True)
     return cert, key
+
+
+# ---- the proxy's own identity ----------------------------------------------
+def proxy_kubeconfig(t):
+    """The ServiceAccount, ClusterRole and binding of deploy/base/egress-proxy.yaml
+    applied as they are, and a kubeconfig with a token of that account: the
+    proxy then runs with exactly the grants an install gives it."""
+    import yaml
+    with open(os.path.join(ROOT, "deploy", "base", "egress-proxy.yaml")) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    t.kubectl("create", "namespace", "tern-system")
+    for d in docs:
+        if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding"):
+            if d["kind"] == "ServiceAccount":
+                d["metadata"]["namespace"] = "tern-system"
+            t.kubectl("apply", "-f", "-", input=json.dumps(d))
+    if t.cluster == "kube":
+        token = t.kubectl("create", "token", "tern-egress-proxy", "-n", "tern-system",
+                          "--duration", "2h").strip()
+    else:
+        # tern-dev's service-account tokens (docs/tern-dev-kubelet.md)
+        import hmac
+        uid = wait_for("the proxy's ServiceAccount", lambda: t.get_json(
+            "serviceaccount", "tern-egress-proxy", "-n", "tern-system")["metadata"]["uid"], 30)
+        key = open(os.path.join(t.dir, "tern-dev", "sa.key"), "rb").read()
+        body = "ternsa1_tern-system_tern-egress-proxy_%s" % uid
+        token = body + "." + hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+    with open(t.kubeconfig) as f:
+        kc = yaml.safe_load(f)
+    kc["users"] = [{"name": "egress-proxy", "user": {"token": token}}]
+    for c in kc["contexts"]:
+        c["context"]["user"] = "egress-proxy"
+    path = os.path.join(t.dir, "egress-proxy.kubeconfig")
+    with open(path, "w") as f:
+        yaml.safe_dump(kc, f)
+    return path
 
 
 # ---- the sandbox -----------------------------------------------------------
@@ -434,7 +472,8 @@ def main():
                     "127.0.0.2 rebind.example\n"
                     "169.254.169.254 metadata.example\n")
         t.proxy, t.metrics = t.start_egress_proxy(hosts_file=hosts, assume_public="127.0.0.1/32",
-                                                  extra=["--event-interval-seconds", "30"])
+                                                  extra=["--event-interval-seconds", "30"],
+                                                  kubeconfig=proxy_kubeconfig(t))
         pc = t.forbidden.server_address[1]
         script = os.path.join(t.dir, "script.json")
         with open(script, "w") as f:
