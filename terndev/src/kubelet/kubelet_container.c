@@ -34,13 +34,9 @@ static const cJSON *cspec(const cJSON *pod, const struct kcont *c)
     return NULL;
 }
 
-static void fill_in(struct kubelet *k, struct kpod *p, const cJSON *pod, struct podplan_in *in,
-                    char netns[64])
+static void fill_in(struct kubelet *k, struct kpod *p, const cJSON *pod, struct podplan_in *in)
 {
     kubelet__cache_pod(k, pod);
-    netns[0] = '\0';
-    if (p->net_up)
-        snprintf(netns, 64, "/run/netns/%s", p->netns);
     *in = (struct podplan_in){
         .pod = pod,
         .configmaps = k->cms,
@@ -58,7 +54,7 @@ static void fill_in(struct kubelet *k, struct kpod *p, const cJSON *pod, struct 
         .bin_dir = k->bin_dir,
         .bwrap = k->bwrap,
         .isolate_net = p->mode == NETPOL_ISOLATED,
-        .netns = netns[0] ? netns : NULL,
+        .netns = p->net_up ? p->netns_path : NULL,
     };
 }
 
@@ -120,8 +116,7 @@ int kubelet__prepare(struct kubelet *k, struct kpod *p, const cJSON *pod, struct
             return nr;
     }
     struct podplan_in in;
-    char netns[64];
-    fill_in(k, p, pod, &in, netns);
+    fill_in(k, p, pod, &in);
     struct podplan_volumes v;
     int rc = podplan_volumes(&in, &v, err);
     if (rc)
@@ -166,8 +161,7 @@ int kubelet__start_container(struct kubelet *k, struct kpod *p, const cJSON *pod
     if (!spec)
         return err_set(err, TERN_EINVALID, "container %s vanished from the spec", c->name);
     struct podplan_in in;
-    char netns[64];
-    fill_in(k, p, pod, &in, netns);
+    fill_in(k, p, pod, &in);
     struct podplan_exec x;
     struct tern_err perr = {0};
     int rc = podplan_exec(&in, spec, NULL, &x, &perr);
@@ -282,8 +276,7 @@ static int run_probe(struct kubelet *k, struct kpod *p, const cJSON *pod, const 
         return probe_tcp(p->ip, port_of(spec, kobj_at(probe, "tcpSocket.port")), timeout_ms);
     if (kobj_has(probe, "exec")) {
         struct podplan_in in;
-        char netns[64];
-        fill_in(k, p, pod, &in, netns);
+        fill_in(k, p, pod, &in);
         struct podplan_exec x;
         if (podplan_exec(&in, spec, kobj_at(probe, "exec.command"), &x, NULL) != 0)
             return -EINVAL;

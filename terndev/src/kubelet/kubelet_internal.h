@@ -63,6 +63,7 @@ struct kpod {
     char *sa_token;
     enum netpol_mode mode; /* decided when the record is made */
     char netns[32];        /* its namespace (NETPOL_NETNS) once created, else "" */
+    char netns_path[64];   /* /run/netns/<netns> */
     bool net_up;           /* the namespace is set up and filtered */
     char *net_rules;       /* the ruleset applied last */
     int64_t net_next_ms;   /* when the ruleset is computed again */
