@@ -284,7 +284,7 @@ int kubelet__net_setup(struct kubelet *k, struct kpod *p, struct tern_err *err)
     if (rc)
         goto fail;
     snprintf(p->netns, sizeof p->netns, "%s", ns);
-    snprintf(p->netns_path, sizeof p->netns_path, "%s", path);
+    snprintf(p->netns_path, sizeof p->netns_path, "/run/netns/%s", ns);
     registry_write(ns, p->dir);
     static const char *const host_sysctls[][3] = {
         {"ipv4", "rp_filter", "1"},  /* a packet from the pod must come from its address */
