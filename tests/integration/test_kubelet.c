@@ -764,6 +764,50 @@ TEST_T(network_policy_egress_rules_are_enforced_in_a_namespace_of_its_own, 90)
     env_done(&e);
 }
 
+static bool waiting_with(struct env *e, const void *arg)
+{
+    const char *const *a = arg; /* {pod, text} */
+    cJSON *p = get_pod(e, a[0]);
+    const char *m = kobj_str(cJSON_GetArrayItem(kobj_at(p, "status.containerStatuses"), 0),
+                             "state.waiting.message");
+    bool ok = m && strstr(m, a[1]) && !kobj_str(p, "status.podIP");
+    cJSON_Delete(p);
+    return ok;
+}
+
+/* A node that cannot make namespaces never runs a restricted pod without
+ * its filter: the pod waits with the reason; and with enforcement turned off
+ * it runs in the host's namespace (its egress unrestricted, as before). */
+TEST_T(network_policy_egress_without_namespaces_waits_or_runs_unenforced, 60)
+{
+    struct env e;
+    env_init(&e);
+    kubelet_free(e.k);
+    e.kcfg.ip_bin = "/nonexistent/ip";
+    env_start_kubelet(&e);
+    create(&e, "networking.k8s.io/v1/networkpolicies",
+           "{\"apiVersion\":\"networking.k8s.io/v1\",\"kind\":\"NetworkPolicy\",\"metadata\":{"
+           "\"name\":\"some\"},\"spec\":{\"podSelector\":{},\"policyTypes\":[\"Egress\"],"
+           "\"egress\":[{\"to\":[{\"ipBlock\":{\"cidr\":\"10.213.0.1/32\"}}]}]}}");
+    create(&e, "v1/pods",
+           POD("fenced", "\"restartPolicy\":\"Never\",", "{\"name\":\"main\",\"command\":[\"true\"]}"));
+    const char *a[] = {"fenced", geteuid() == 0 ? "/nonexistent/ip (not found" : "needs root"};
+    if (!pump(&e, waiting_with, a, 10000)) {
+        cJSON *p = get_pod(&e, "fenced");
+        char *st = json_print(kobj_at(p, "status"));
+        th_fail(__FILE__, __LINE__, "not waiting with the reason: %s", st);
+    }
+    wait_phase(&e, "fenced", "Pending", 1000);
+    kubelet_free(e.k);
+    e.kcfg.netpol_unenforced = true;
+    env_start_kubelet(&e);
+    wait_phase(&e, "fenced", "Succeeded", 20000);
+    cJSON *p = get_pod(&e, "fenced");
+    ASSERT_TRUE(strncmp(kobj_str(p, "status.podIP"), "127.1.", 6) == 0);
+    cJSON_Delete(p);
+    env_done(&e);
+}
+
 TEST_T(kubelet_restart_kills_leftovers_and_restarts_pods, 60)
 {
     struct env e;

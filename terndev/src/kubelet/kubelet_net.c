@@ -413,7 +413,9 @@ void kubelet__net_init(struct kubelet *k)
         snprintf(k->net_why, sizeof k->net_why,
                  "this pod's NetworkPolicy restricts its egress, which this node enforces in a "
                  "network namespace of the pod's own; creating one needs root "
-                 "(CAP_NET_ADMIN, CAP_SYS_ADMIN) and the kubelet runs as uid %u",
+                 "(CAP_NET_ADMIN, CAP_SYS_ADMIN) and the kubelet runs as uid %u (run it as "
+                 "root, or with TERN_DEV_NETWORK_POLICY=unenforced / tern-node "
+                 "--network-policy unenforced to run such pods with their egress unrestricted)",
                  (unsigned)geteuid());
         return;
     }
