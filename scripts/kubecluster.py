@@ -148,7 +148,8 @@ rules:
 """
 
 # What tern-node needs beyond the Node authorizer's grants: it enforces
-# NetworkPolicy for its pods (what a network plugin's node agent reads) and
+# NetworkPolicy for its pods (what a network plugin's node agent reads: the
+# policies, and the pods and namespaces their selectors pick) and
 # provisions local volumes for claims of the tern-local StorageClass (what a
 # local-path provisioner does).
 NODE_RBAC = [
@@ -157,6 +158,9 @@ NODE_RBAC = [
      "rules": [
          {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
           "verbs": ["get", "list", "watch"]},
+         # egress rules with pod and namespace selectors name other nodes'
+         # pods too (a network plugin's node agent reads them all)
+         {"apiGroups": [""], "resources": ["pods", "namespaces"], "verbs": ["list", "watch"]},
          {"apiGroups": [""], "resources": ["persistentvolumes"],
           "verbs": ["get", "list", "watch", "create", "delete"]},
          {"apiGroups": [""], "resources": ["persistentvolumeclaims"],

@@ -192,6 +192,32 @@ def main():
         eq(a["securityContext"], b["securityContext"], "pod securityContext")
         eq(a["serviceAccountName"], b["serviceAccountName"], "service account")
 
+    def same_egress_proxy():
+        a = state["chart"][("Deployment", "tern-egress-proxy")]["spec"]
+        b = state["kust"][("Deployment", "tern-egress-proxy")]["spec"]
+        eq(a["replicas"], b["replicas"], "proxy replicas")
+        eq(a["selector"], b["selector"], "proxy selector")
+        pa, pb = a["template"]["spec"], b["template"]["spec"]
+        ca, cb = pa["containers"][0], pb["containers"][0]
+        for k in ("image", "command", "args", "ports", "livenessProbe", "readinessProbe",
+                  "resources", "securityContext"):
+            eq(ca.get(k), cb.get(k), "proxy container " + k)
+        eq(sorted(e["name"] for e in ca["env"]), sorted(e["name"] for e in cb["env"]), "env")
+        eq(pa["securityContext"], pb["securityContext"], "proxy pod securityContext")
+        eq(pa["serviceAccountName"], pb["serviceAccountName"], "proxy service account")
+        sa, sb = (state[k][("Service", "tern-egress-proxy")]["spec"] for k in ("chart", "kust"))
+        eq(sa, sb, "proxy Service")
+        # what the operator puts in sandbox NetworkPolicies selects these pods
+        args = state["kust"][("Deployment", "tern-operator")]["spec"]["template"]["spec"][
+            "containers"][0]["args"]
+        lab = [x.split("=", 1)[1] for x in args if x.startswith("--egress-proxy-labels=")][0]
+        want = dict(kv.split("=", 1) for kv in lab.split(","))
+        for k, v in want.items():
+            eq(pb["containers"] and b["template"]["metadata"]["labels"].get(k), v,
+               "proxy pod label %s" % k)
+        port = [x for x in args if x.startswith("--egress-proxy=")][0].rsplit(":", 1)[1]
+        eq(int(port), sb["ports"][0]["port"], "the operator's proxy port is the Service's")
+
     def same_policy():
         a = state["chart"][("ValidatingAdmissionPolicy", "tern-approvals")]["spec"]
         b = state["kust"][("ValidatingAdmissionPolicy", "tern-approvals")]["spec"]
@@ -228,7 +254,8 @@ def main():
     suite.run("render_chart_and_kustomize", render_both)
     if "chart" in state:
         for name, fn in [("same_objects", same_objects), ("same_rbac", same_rbac),
-                         ("same_operator", same_operator), ("same_policy", same_policy),
+                         ("same_operator", same_operator),
+                         ("same_egress_proxy", same_egress_proxy), ("same_policy", same_policy),
                          ("same_etcd", same_etcd), ("same_prices", same_prices)]:
             suite.run(name, fn)
     suite.run("values_schema", values_schema)

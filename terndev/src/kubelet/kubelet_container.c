@@ -1,6 +1,6 @@
 /* kubelet_container.c - running a pod's containers: preparing the pod
  * (service-account token, volume files, PVC directories, network
- * isolation from its NetworkPolicies), starting a container from its
+ * namespace when its NetworkPolicies restrict egress), starting a container from its
  * podplan, stopping it (SIGTERM, SIGKILL after the grace period), reaping
  * exits (OOMKilled from the cgroup), and driving readiness and liveness
  * probes. See kubelet_internal.h. */
@@ -37,34 +37,6 @@ static const cJSON *cspec(const cJSON *pod, const struct kcont *c)
     return NULL;
 }
 
-static bool isolated(struct kubelet *k, const cJSON *pod)
-{
-    const cJSON *np;
-    cJSON_ArrayForEach(np, k->netpols)
-    {
-        const cJSON *sel = kobj_at(np, "spec.podSelector");
-        if (sel && !kobj_selector_matches(sel, kobj_at(pod, "metadata.labels")))
-            continue;
-        bool egress = false, ingress = false;
-        const cJSON *t;
-        cJSON_ArrayForEach(t, kobj_at(np, "spec.policyTypes"))
-        {
-            egress |= cJSON_IsString(t) && strcmp(t->valuestring, "Egress") == 0;
-            ingress |= cJSON_IsString(t) && strcmp(t->valuestring, "Ingress") == 0;
-        }
-        /* A network namespace of its own cuts the pod off in both directions
-         * (pods share the host's loopback otherwise), so it is only used when
-         * the policy allows neither egress nor ingress. A pod that denies
-         * egress but admits some ingress (tern's sandbox: only its runners
-         * may connect) stays reachable; its egress is not enforced here
-         * (docs/tern-dev-kubelet.md). */
-        if (egress && cJSON_GetArraySize(kobj_at(np, "spec.egress")) == 0 && ingress &&
-            cJSON_GetArraySize(kobj_at(np, "spec.ingress")) == 0)
-            return true;
-    }
-    return false;
-}
-
 static void fill_in(struct kubelet *k, struct kpod *p, const cJSON *pod, struct podplan_in *in)
 {
     kubelet__cache_pod(k, pod);
@@ -84,7 +56,8 @@ static void fill_in(struct kubelet *k, struct kpod *p, const cJSON *pod, struct 
         .api_port = k->api_port,
         .bin_dir = k->bin_dir,
         .bwrap = k->bwrap,
-        .isolate_net = isolated(k, pod),
+        .isolate_net = p->mode == NETPOL_ISOLATED,
+        .netns = p->net_up ? p->netns_path : NULL,
     };
 }
 
@@ -136,6 +109,14 @@ int kubelet__prepare(struct kubelet *k, struct kpod *p, const cJSON *pod, struct
         cJSON_Delete(sa);
         if (r)
             return err_wrap(err, r, "serviceaccount \"%s\"", sa_name);
+    }
+    if (p->mode == NETPOL_NETNS) {
+        /* before anything of the pod runs: its namespace, denying all */
+        int nr = kubelet__net_setup(k, p, err);
+        if (nr == -EEXIST)
+            kubelet__ip_renew(k, p); /* another kubelet took the index meanwhile */
+        if (nr)
+            return nr;
     }
     struct podplan_in in;
     fill_in(k, p, pod, &in);
