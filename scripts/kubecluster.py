@@ -401,6 +401,16 @@ class KubeCluster:
         self.start_node()
         return self.kubeconfig
 
+    def user_kubeconfig(self, user, groups=()):
+        """A kubeconfig for a user of this cluster (a client certificate the
+        cluster CA signs: CN=user, O=each group), as a person would be given;
+        RBAC decides what the user may do. Returns its path."""
+        name = "user-" + "".join(c if c.isalnum() else "-" for c in user)
+        self.pki.cert(name, "ca", user, orgs=groups)
+        return write_kubeconfig(os.path.join(self.dir, name + ".kubeconfig"), self.server,
+                                self.pki.read("ca.crt"), self.pki.read(name + ".crt"),
+                                self.pki.read(name + ".key"), user)
+
     def stop_order(self):
         return ["tern-node", "kube-scheduler", "kube-controller-manager", "kube-apiserver",
                 "kube-etcd"]
