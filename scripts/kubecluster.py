@@ -386,7 +386,9 @@ class KubeCluster:
             return ready and not taints
         wait_for("node %s Ready and untainted" % NODE_NAME, node_ready, 90, interval=0.5)
 
-    def start(self):
+    def start(self, node=True):
+        """Starts everything; node=False: the control plane without tern-node
+        (no pod runs; the differential test's secondary)."""
         self.make_pki()
         self.start_etcd()
         self.start_apiserver()
@@ -398,7 +400,8 @@ class KubeCluster:
         wait_for("ServiceAccount default/default", lambda: self.kubectl(
             "get", "serviceaccount", "default", "-n", "default", check=False).strip(), 90,
             interval=0.25)
-        self.start_node()
+        if node:
+            self.start_node()
         return self.kubeconfig
 
     def user_kubeconfig(self, user, groups=()):

@@ -179,7 +179,10 @@ static bool differs_outside(const cJSON *a, const cJSON *b, bool skip_status)
 
 static bool uses_generation(const struct apires *res)
 {
+    /* pods too since 1.33 (PodObservedGenerationTracking): 1 on create,
+     * +1 when the spec changes or graceful deletion starts */
     return res->crd || strcmp(res->kind, "Job") == 0 || strcmp(res->kind, "Deployment") == 0 ||
+           strcmp(res->kind, "Pod") == 0 ||
            strcmp(res->kind, "CustomResourceDefinition") == 0 ||
            strcmp(res->kind, "NetworkPolicy") == 0;
 }

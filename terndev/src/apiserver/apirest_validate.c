@@ -309,10 +309,39 @@ void apirest__validate_builtin(const struct apires *res, const cJSON *obj, const
 
 /* ---- built-in defaulting ------------------------------------------------- */
 
+/* SetDefaults_Probe and SetDefaults_HTTPGetAction */
+static void default_probe(cJSON *p)
+{
+    if (!cJSON_IsObject(p))
+        return;
+    static const char *const k[] = {"timeoutSeconds", "periodSeconds", "successThreshold",
+                                    "failureThreshold"};
+    static const int64_t v[] = {1, 10, 1, 3};
+    for (size_t i = 0; i < 4; i++) {
+        int64_t x = 0;
+        const cJSON *c = json_get(p, k[i]);
+        if (!c || (json_item_int64(c, &x) == 0 && x == 0)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(p, k[i]);
+            json_add_int64(p, k[i], v[i]);
+        }
+    }
+    cJSON *h = cJSON_GetObjectItemCaseSensitive(p, "httpGet");
+    if (cJSON_IsObject(h)) {
+        const char *path = apirest__jstr(h, "path"), *scheme = apirest__jstr(h, "scheme");
+        if (!path || !*path)
+            apirest__set_str(h, "path", "/");
+        if (!scheme || !*scheme)
+            apirest__set_str(h, "scheme", "HTTP");
+    }
+}
+
 static void default_container(cJSON *c)
 {
     if (!cJSON_IsObject(c))
         return;
+    static const char *const probes[] = {"livenessProbe", "readinessProbe", "startupProbe"};
+    for (size_t i = 0; i < 3; i++)
+        default_probe(cJSON_GetObjectItemCaseSensitive(c, probes[i]));
     if (!json_get(c, "terminationMessagePath"))
         cJSON_AddStringToObject(c, "terminationMessagePath", "/dev/termination-log");
     if (!json_get(c, "terminationMessagePolicy"))
@@ -350,6 +379,104 @@ static void default_pod_spec(cJSON *spec)
         for (cJSON *c = cJSON_IsArray(cs) ? cs->child : NULL; c; c = c->next)
             default_container(c);
     }
+    /* volume sources: defaultMode 0644 (420) for secret, configMap,
+     * downwardAPI and projected; hostPath type "" */
+    cJSON *vols = cJSON_GetObjectItemCaseSensitive(spec, "volumes");
+    for (cJSON *v = cJSON_IsArray(vols) ? vols->child : NULL; v; v = v->next) {
+        static const char *const moded[] = {"secret", "configMap", "downwardAPI", "projected"};
+        for (size_t i = 0; i < 4; i++) {
+            cJSON *src = cJSON_GetObjectItemCaseSensitive(v, moded[i]);
+            if (cJSON_IsObject(src) && !json_get(src, "defaultMode"))
+                json_add_int64(src, "defaultMode", 420);
+        }
+        cJSON *hp = cJSON_GetObjectItemCaseSensitive(v, "hostPath");
+        if (cJSON_IsObject(hp) && !json_get(hp, "type"))
+            cJSON_AddStringToObject(hp, "type", "");
+    }
+}
+
+/* requests default to limits, per resource (SetDefaults_Pod; not for
+ * templates) */
+static void default_requests_from_limits(cJSON *cs)
+{
+    for (cJSON *c = cJSON_IsArray(cs) ? cs->child : NULL; c; c = c->next) {
+        cJSON *res = cJSON_GetObjectItemCaseSensitive(c, "resources");
+        const cJSON *lim = json_get(res, "limits");
+        if (!cJSON_IsObject(lim) || !lim->child)
+            continue;
+        cJSON *req = cJSON_GetObjectItemCaseSensitive(res, "requests");
+        if (!cJSON_IsObject(req)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(res, "requests");
+            req = cJSON_AddObjectToObject(res, "requests");
+        }
+        for (const cJSON *l = lim->child; l; l = l->next)
+            if (!cJSON_GetObjectItemCaseSensitive(req, l->string))
+                cJSON_AddItemToObject(req, l->string, json_dup(l));
+    }
+}
+
+/* Whether a toleration already tolerates the NoExecute taint key. */
+static bool tolerates(const cJSON *tols, const char *key)
+{
+    for (const cJSON *t = cJSON_IsArray(tols) ? tols->child : NULL; t; t = t->next) {
+        const char *k = apirest__jstr(t, "key"), *e = apirest__jstr(t, "effect");
+        const char *op = apirest__jstr(t, "operator");
+        bool key_ok = (k && strcmp(k, key) == 0) || ((!k || !*k) && op && strcmp(op, "Exists") == 0);
+        if (key_ok && (!e || !*e || strcmp(e, "NoExecute") == 0))
+            return true;
+    }
+    return false;
+}
+
+/* What kube-apiserver's defaulting and default admission plugins add to a
+ * pod on create (pkg/apis/core/v1/defaults.go SetDefaults_Pod; the
+ * ServiceAccount, Priority and DefaultTolerationSeconds plugins): requests
+ * from limits, enableServiceLinks true, serviceAccountName "default" (and
+ * the deprecated serviceAccount mirroring it), priority 0 with
+ * preemptionPolicy PreemptLowerPriority (no PriorityClass named; tern-dev
+ * has none), and tolerations of the not-ready and unreachable NoExecute
+ * taints for 300 s. Not added: the kube-api-access-* projected volume (the
+ * kubelet mounts the token itself; docs/tern-dev.md, "Differences from
+ * kube-apiserver"). */
+static void default_pod_admission(cJSON *spec)
+{
+    if (!cJSON_IsObject(spec))
+        return;
+    default_requests_from_limits(cJSON_GetObjectItemCaseSensitive(spec, "containers"));
+    default_requests_from_limits(cJSON_GetObjectItemCaseSensitive(spec, "initContainers"));
+    if (!json_get(spec, "enableServiceLinks"))
+        cJSON_AddTrueToObject(spec, "enableServiceLinks");
+    const char *sa = apirest__jstr(spec, "serviceAccountName");
+    if (!sa || !*sa)
+        sa = apirest__jstr(spec, "serviceAccount"); /* the deprecated field, as conversion */
+    char *san = xstrdup(sa && *sa ? sa : "default");
+    apirest__set_str(spec, "serviceAccountName", san);
+    apirest__set_str(spec, "serviceAccount", san);
+    free(san);
+    const char *pc = apirest__jstr(spec, "priorityClassName");
+    if (!pc || !*pc) {
+        if (!json_get(spec, "priority"))
+            json_add_int64(spec, "priority", 0);
+        if (!json_get(spec, "preemptionPolicy"))
+            cJSON_AddStringToObject(spec, "preemptionPolicy", "PreemptLowerPriority");
+    }
+    static const char *const taints[] = {"node.kubernetes.io/not-ready",
+                                         "node.kubernetes.io/unreachable"};
+    for (size_t i = 0; i < 2; i++) {
+        cJSON *tols = cJSON_GetObjectItemCaseSensitive(spec, "tolerations");
+        if (tolerates(tols, taints[i]))
+            continue;
+        if (!cJSON_IsArray(tols)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(spec, "tolerations");
+            tols = cJSON_AddArrayToObject(spec, "tolerations");
+        }
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "key", taints[i]);
+        cJSON_AddStringToObject(t, "operator", "Exists");
+        cJSON_AddStringToObject(t, "effect", "NoExecute");
+        json_add_int64(t, "tolerationSeconds", 300);
+        cJSON_AddItemToArray(tols, t);
+    }
 }
 
 /* Built-in defaulting (a subset of pkg/apis/.../defaults.go) on create. */
@@ -358,6 +485,7 @@ void apirest__default_builtin(const struct apires *res, cJSON *obj, const char *
     const char *k = res->kind;
     if (strcmp(k, "Pod") == 0) {
         default_pod_spec(cJSON_GetObjectItemCaseSensitive(obj, "spec"));
+        default_pod_admission(cJSON_GetObjectItemCaseSensitive(obj, "spec"));
     } else if (strcmp(k, "Secret") == 0) {
         if (!json_get(obj, "type"))
             cJSON_AddStringToObject(obj, "type", "Opaque");
@@ -388,6 +516,8 @@ void apirest__default_builtin(const struct apires *res, cJSON *obj, const char *
                                                                        : "TerminatingOrFailed");
         if (!json_get(spec, "manualSelector"))
             cJSON_AddFalseToObject(spec, "manualSelector");
+        bool tmpl_labels_given =
+            cJSON_IsObject(json_get(json_get(json_get(spec, "template"), "metadata"), "labels"));
         if (!cJSON_IsTrue(json_get(spec, "manualSelector")) && uid) {
             const char *name = apirest__jstr(json_get(obj, "metadata"), "name");
             cJSON *sel = cJSON_CreateObject();
@@ -396,11 +526,23 @@ void apirest__default_builtin(const struct apires *res, cJSON *obj, const char *
             apirest__set_item(spec, "selector", sel);
             cJSON *tmd = apirest__ensure_obj(apirest__ensure_obj(spec, "template"), "metadata");
             cJSON *tl = apirest__ensure_obj(tmd, "labels");
-            apirest__set_str(tl, "batch.kubernetes.io/controller-uid", uid);
-            apirest__set_str(tl, "batch.kubernetes.io/job-name", name ? name : "");
-            apirest__set_str(tl, "controller-uid", uid);
-            apirest__set_str(tl, "job-name", name ? name : "");
+            /* generateSelector: the labels the user set stay */
+            const char *add[][2] = {{"job-name", name ? name : ""},
+                                    {"batch.kubernetes.io/job-name", name ? name : ""},
+                                    {"controller-uid", uid},
+                                    {"batch.kubernetes.io/controller-uid", uid}};
+            for (size_t i = 0; i < 4; i++)
+                if (!json_get(tl, add[i][0]))
+                    apirest__set_str(tl, add[i][0], add[i][1]);
         }
+        /* SetDefaults_Job gives a job without labels its template's labels
+         * map itself (the same Go map), so the labels the selector
+         * generation adds later show in both */
+        cJSON *jmd = apirest__ensure_obj(obj, "metadata");
+        const cJSON *jl = json_get(jmd, "labels");
+        const cJSON *tl0 = json_get(json_get(json_get(spec, "template"), "metadata"), "labels");
+        if (tmpl_labels_given && (!cJSON_IsObject(jl) || !jl->child))
+            apirest__set_item(jmd, "labels", json_dup(tl0));
         cJSON *tspec = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(spec, "template"), "spec");
         default_pod_spec(tspec);
