@@ -29,7 +29,6 @@ Needs `make kube`. Run: TERN_CLUSTER=kube /usr/bin/python3 tests/integration/tes
   TERN_DIFF_ONLY=kubectl-1.33,python-client,operator,node  runs some sources only
 """
 # runs on: kube
-import fnmatch
 import glob
 import json
 import os
@@ -60,6 +59,12 @@ def kubectls():
         out.append(("kubectl-" + p.split("kubectl.")[1], p))
     out.append(("kubectl-default", "/usr/bin/kubectl"))
     return out
+
+
+def glob_match(key, pattern):
+    """fnmatch-like, with * the only wildcard (keys hold [*] literally)."""
+    rx = ".*".join(re.escape(piece) for piece in pattern.split("*"))
+    return re.fullmatch(rx, key, re.S) is not None
 
 
 def listed_patterns():
@@ -140,6 +145,10 @@ def source_suite(run, name, script, kubectl=None):
             pair.close()
         run.diffs += pair.proxy.diffs
         run.compared[name] = pair.proxy.compared
+        if os.environ.get("TERN_DIFF_LOG_DIR"):
+            with open(os.path.join(os.environ["TERN_DIFF_LOG_DIR"], "suite-%s.log" % name),
+                      "w") as f:
+                f.write(out)
         print("    %s: %d requests compared; the suite behind the proxy: %s%s" % (
             name, pair.proxy.compared, summary, ("; its failed checks: " + ", ".join(
                 f.split(" (")[0] for f in failed)) if failed else ""), flush=True)
@@ -298,8 +307,8 @@ def main():
         for d in run.diffs:
             by_key.setdefault(d["key"], []).append(d)
         unlisted = {k: v for k, v in by_key.items()
-                    if not any(fnmatch.fnmatchcase(k, p) for p in pats)}
-        used = {p for p in pats if any(fnmatch.fnmatchcase(k, p) for k in by_key)}
+                    if not any(glob_match(k, p) for p in pats)}
+        used = {p for p in pats if any(glob_match(k, p) for k in by_key)}
         print("    %d differences (%d distinct keys) in %d requests; %d listed patterns, %d "
               "matched" % (len(run.diffs), len(by_key), sum(run.compared.values()), len(pats),
                            len(used)), flush=True)

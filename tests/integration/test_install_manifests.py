@@ -179,6 +179,13 @@ def main():
         contains(err, "values don't meet the specifications of the schema(s)", "Helm's message")
         contains(err, "at '/operator/replicas': got string, want integer", "field and types")
 
+    def kube_version_floor():
+        rc, out, err = helm("template", RELEASE, CHART, "--kube-version", "1.31.0", check=False)
+        eq(rc != 0, True, "helm template for Kubernetes 1.31 fails")
+        contains(err, "chart requires kubeVersion: >=1.32.0-0 which is incompatible with "
+                 "Kubernetes v1.31.0", "Helm's message")
+        helm("template", RELEASE, CHART, "--kube-version", "1.32.0")
+
     if not os.access(HELM, os.X_OK):
         why = ("Go is not installed, so make kube cannot build it" if not
                any(os.access(os.path.join(d, "go"), os.X_OK)
@@ -197,6 +204,7 @@ def main():
         suite.run("values_external_etcd_with_tls", external_etcd_with_tls)
         suite.run("values_policy_off_pod_ip_group", policy_off_and_pod_ip)
         suite.run("values_schema_refuses_wrong_type", schema_refuses_wrong_type)
+        suite.run("kube_version_floor_1_32", kube_version_floor)
     suite.run("values_schema", values_schema)
     suite.run("one_crd_source", one_crd_source)
     suite.finish()

@@ -311,6 +311,23 @@ void apirest__handle_delete(struct rq *q)
             apirest__respond_object(q, 200, cur);
             goto done;
         }
+        if (is_pod && !deleting) {
+            /* a pod deleted at once is still deleted "gracefully" with a
+             * period of 0 (rest.BeforeDelete): the object returned carries
+             * the deletion timestamp, grace 0 and the generation bump */
+            cJSON *m4 = apirest__ensure_obj(cur, "metadata");
+            char now4[32];
+            apirest__now_str(now4);
+            apirest__set_str(m4, "deletionTimestamp", now4);
+            cJSON_DeleteItemFromObjectCaseSensitive(m4, "deletionGracePeriodSeconds");
+            json_add_int64(m4, "deletionGracePeriodSeconds", 0);
+            int64_t g4 = 0;
+            const cJSON *gv4 = json_get(m4, "generation");
+            if (gv4 && json_item_int64(gv4, &g4) == 0 && g4 > 0) {
+                cJSON_DeleteItemFromObjectCaseSensitive(m4, "generation");
+                json_add_int64(m4, "generation", g4 + 1);
+            }
+        }
         if (!q->dry_run) {
             /* a delete must hit the version we read (to return it) */
             int64_t drev = 0;

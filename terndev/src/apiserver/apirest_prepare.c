@@ -308,6 +308,7 @@ cJSON *apirest__prepare_create(struct rq *q, cJSON *obj, const char *dup)
         apicrd_prepare(obj, NULL, now, &f);
     }
     if (!st) {
+        apirest__omit_empty(q->res, obj);
         apirest__validate_meta(q->res, obj, &f);
         apirest__validate_builtin(q->res, obj, NULL, NULL, &f);
     }
@@ -427,6 +428,7 @@ cJSON *apirest__prepare_update(struct rq *q, const cJSON *cur, cJSON **objp, con
         json_add_int64(md, "generation", g + 1);
     }
     if (!st) {
+        apirest__omit_empty(q->res, obj);
         apirest__validate_meta(q->res, obj, &f);
         apirest__validate_builtin(q->res, obj, cur, q->sub, &f);
     }

@@ -309,6 +309,20 @@ void apirest__validate_builtin(const struct apires *res, const cJSON *obj, const
 
 /* ---- built-in defaulting ------------------------------------------------- */
 
+/* SetDefaults_ObjectFieldSelector: fieldRef.apiVersion "v1" */
+static void default_field_ref(cJSON *ref)
+{
+    if (cJSON_IsObject(ref) && !json_get(ref, "apiVersion"))
+        cJSON_AddStringToObject(ref, "apiVersion", "v1");
+}
+
+static void default_downward_items(cJSON *src)
+{
+    cJSON *items = cJSON_GetObjectItemCaseSensitive(src, "items");
+    for (cJSON *it = cJSON_IsArray(items) ? items->child : NULL; it; it = it->next)
+        default_field_ref(cJSON_GetObjectItemCaseSensitive(it, "fieldRef"));
+}
+
 /* SetDefaults_Probe and SetDefaults_HTTPGetAction */
 static void default_probe(cJSON *p)
 {
@@ -342,6 +356,11 @@ static void default_container(cJSON *c)
     static const char *const probes[] = {"livenessProbe", "readinessProbe", "startupProbe"};
     for (size_t i = 0; i < 3; i++)
         default_probe(cJSON_GetObjectItemCaseSensitive(c, probes[i]));
+    cJSON *env = cJSON_GetObjectItemCaseSensitive(c, "env");
+    for (cJSON *v = cJSON_IsArray(env) ? env->child : NULL; v; v = v->next)
+        default_field_ref(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(v, "valueFrom"),
+                                             "fieldRef"));
     if (!json_get(c, "terminationMessagePath"))
         cJSON_AddStringToObject(c, "terminationMessagePath", "/dev/termination-log");
     if (!json_get(c, "terminationMessagePolicy"))
@@ -373,6 +392,19 @@ static void default_pod_spec(cJSON *spec)
         cJSON_AddObjectToObject(spec, "securityContext");
     if (!json_get(spec, "schedulerName"))
         cJSON_AddStringToObject(spec, "schedulerName", "default-scheduler");
+    /* the v1 conversion mirrors serviceAccountName into the deprecated
+     * serviceAccount (and takes the old field when only it is set) */
+    const char *san = apirest__jstr(spec, "serviceAccountName");
+    const char *sa = apirest__jstr(spec, "serviceAccount");
+    if ((!san || !*san) && sa && *sa) {
+        char *v = xstrdup(sa);
+        apirest__set_str(spec, "serviceAccountName", v);
+        free(v);
+    } else if (san && *san) {
+        char *v = xstrdup(san);
+        apirest__set_str(spec, "serviceAccount", v);
+        free(v);
+    }
     const char *lists[] = {"containers", "initContainers"};
     for (size_t i = 0; i < 2; i++) {
         cJSON *cs = cJSON_GetObjectItemCaseSensitive(spec, lists[i]);
@@ -389,6 +421,11 @@ static void default_pod_spec(cJSON *spec)
             if (cJSON_IsObject(src) && !json_get(src, "defaultMode"))
                 json_add_int64(src, "defaultMode", 420);
         }
+        default_downward_items(cJSON_GetObjectItemCaseSensitive(v, "downwardAPI"));
+        cJSON *srcs = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(v, "projected"), "sources");
+        for (cJSON *s = cJSON_IsArray(srcs) ? srcs->child : NULL; s; s = s->next)
+            default_downward_items(cJSON_GetObjectItemCaseSensitive(s, "downwardAPI"));
         cJSON *hp = cJSON_GetObjectItemCaseSensitive(v, "hostPath");
         if (cJSON_IsObject(hp) && !json_get(hp, "type"))
             cJSON_AddStringToObject(hp, "type", "");
@@ -483,6 +520,14 @@ static void default_pod_admission(cJSON *spec)
 void apirest__default_builtin(const struct apires *res, cJSON *obj, const char *uid)
 {
     const char *k = res->kind;
+    /* a template's "creationTimestamp": null (kubectl sends it) is not kept:
+     * kube-apiserver omits a zero time there */
+    cJSON *tmpl_md = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "spec"),
+                                         "template"),
+        "metadata");
+    if (cJSON_IsNull(json_get(tmpl_md, "creationTimestamp")))
+        cJSON_DeleteItemFromObjectCaseSensitive(tmpl_md, "creationTimestamp");
     if (strcmp(k, "Pod") == 0) {
         default_pod_spec(cJSON_GetObjectItemCaseSensitive(obj, "spec"));
         default_pod_admission(cJSON_GetObjectItemCaseSensitive(obj, "spec"));
@@ -516,8 +561,6 @@ void apirest__default_builtin(const struct apires *res, cJSON *obj, const char *
                                                                        : "TerminatingOrFailed");
         if (!json_get(spec, "manualSelector"))
             cJSON_AddFalseToObject(spec, "manualSelector");
-        bool tmpl_labels_given =
-            cJSON_IsObject(json_get(json_get(json_get(spec, "template"), "metadata"), "labels"));
         if (!cJSON_IsTrue(json_get(spec, "manualSelector")) && uid) {
             const char *name = apirest__jstr(json_get(obj, "metadata"), "name");
             cJSON *sel = cJSON_CreateObject();
@@ -535,13 +578,15 @@ void apirest__default_builtin(const struct apires *res, cJSON *obj, const char *
                 if (!json_get(tl, add[i][0]))
                     apirest__set_str(tl, add[i][0], add[i][1]);
         }
-        /* SetDefaults_Job gives a job without labels its template's labels
-         * map itself (the same Go map), so the labels the selector
-         * generation adds later show in both */
+        /* SetDefaults_Job gives a job without labels its template's labels;
+         * kube-apiserver runs the defaulters again when it decodes the
+         * stored object, after the selector generation added its labels,
+         * so a job created without labels has the template's, generated
+         * ones included */
         cJSON *jmd = apirest__ensure_obj(obj, "metadata");
         const cJSON *jl = json_get(jmd, "labels");
         const cJSON *tl0 = json_get(json_get(json_get(spec, "template"), "metadata"), "labels");
-        if (tmpl_labels_given && (!cJSON_IsObject(jl) || !jl->child))
+        if (cJSON_IsObject(tl0) && tl0->child && (!cJSON_IsObject(jl) || !jl->child))
             apirest__set_item(jmd, "labels", json_dup(tl0));
         cJSON *tspec = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(spec, "template"), "spec");
@@ -583,6 +628,29 @@ void apirest__default_builtin(const struct apires *res, cJSON *obj, const char *
     }
 }
 
+/* Empty lists and maps that kube-apiserver's Go structs omit (omitempty):
+ * in every object's metadata (labels, annotations, finalizers,
+ * ownerReferences), and a NetworkPolicy's ingress and egress rules. */
+void apirest__omit_empty(const struct apires *res, cJSON *obj)
+{
+    cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+    static const char *const f[] = {"labels", "annotations", "finalizers", "ownerReferences"};
+    for (size_t i = 0; i < 4; i++) {
+        const cJSON *v = json_get(md, f[i]);
+        if ((cJSON_IsArray(v) || cJSON_IsObject(v)) && !v->child)
+            cJSON_DeleteItemFromObjectCaseSensitive(md, f[i]);
+    }
+    if (!res->crd && strcmp(res->kind, "NetworkPolicy") == 0) {
+        cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
+        static const char *const r[] = {"ingress", "egress"};
+        for (size_t i = 0; i < 2; i++) {
+            const cJSON *v = json_get(spec, r[i]);
+            if (cJSON_IsArray(v) && !v->child)
+                cJSON_DeleteItemFromObjectCaseSensitive(spec, r[i]);
+        }
+    }
+}
+
 /* Secret stringData is merged into data (base64) on every write. */
 void apirest__secret_string_data(const struct apires *res, cJSON *obj)
 {
@@ -604,6 +672,34 @@ void apirest__secret_string_data(const struct apires *res, cJSON *obj)
     cJSON_Delete(sd);
 }
 
+/* qos.GetPodQOS: BestEffort without any cpu/memory request or limit;
+ * Guaranteed when every container has cpu and memory limits and requests
+ * equal to them (requests default to limits before this); else Burstable.
+ * Quantities are compared as written. */
+static const char *pod_qos(const cJSON *spec)
+{
+    bool any = false, guaranteed = true;
+    static const char *const lists[] = {"containers", "initContainers"};
+    for (size_t l = 0; l < 2; l++) {
+        const cJSON *cs = json_get(spec, lists[l]);
+        for (const cJSON *c = cJSON_IsArray(cs) ? cs->child : NULL; c; c = c->next) {
+            const cJSON *req = json_get(json_get(c, "resources"), "requests");
+            const cJSON *lim = json_get(json_get(c, "resources"), "limits");
+            static const char *const rs[] = {"cpu", "memory"};
+            for (size_t i = 0; i < 2; i++) {
+                const cJSON *r = json_get(req, rs[i]), *m = json_get(lim, rs[i]);
+                if (r || m)
+                    any = true;
+                if (!r || !m || !cJSON_Compare(r, m, 1))
+                    guaranteed = false;
+            }
+        }
+    }
+    if (!any)
+        return "BestEffort";
+    return guaranteed ? "Guaranteed" : "Burstable";
+}
+
 /* Status set by the server on create (PrepareForCreate). */
 void apirest__initial_status(const struct apires *res, cJSON *obj)
 {
@@ -616,7 +712,7 @@ void apirest__initial_status(const struct apires *res, cJSON *obj)
     if (strcmp(k, "Pod") == 0) {
         cJSON *st = cJSON_CreateObject();
         cJSON_AddStringToObject(st, "phase", "Pending");
-        cJSON_AddStringToObject(st, "qosClass", "BestEffort");
+        cJSON_AddStringToObject(st, "qosClass", pod_qos(json_get(obj, "spec")));
         apirest__set_item(obj, "status", st);
     } else if (strcmp(k, "Namespace") == 0) {
         cJSON *st = cJSON_CreateObject();
