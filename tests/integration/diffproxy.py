@@ -348,13 +348,24 @@ STATUS_RESOURCES = {"pods", "jobs", "deployments", "replicasets", "nodes", "name
                     "customresourcedefinitions", "apiservices"}
 
 
+def without_server_made(o):
+    """o without what each server makes on its own in metadata (uid,
+    resourceVersion, selfLink, managedFields), an empty metadata kept."""
+    if not isinstance(o, dict) or not isinstance(o.get("metadata"), dict):
+        return o
+    o = dict(o)
+    o["metadata"] = {k: v for k, v in o["metadata"].items()
+                     if k not in ("uid", "resourceVersion", "selfLink", "managedFields")}
+    return o
+
+
 def compare_objects(a, b, read, where, kind=None, create=False, only=None):
     """Differences between two objects as (what, detail) pairs. The status
     of a kind whose status controllers write is compared in the answer to
     its create only (what the server defaults), and on status writes."""
     kind = kind or a.get("kind")
-    fa = {p: v for p, v in flatten(a).items() if not p.startswith(IGNORED)}
-    fb = {p: v for p, v in flatten(b).items() if not p.startswith(IGNORED)}
+    fa = {p: v for p, v in flatten(without_server_made(a)).items() if not p.startswith(IGNORED)}
+    fb = {p: v for p, v in flatten(without_server_made(b)).items() if not p.startswith(IGNORED)}
     out = []
     skip_status = kind in STATUS_BY_CONTROLLERS and not create
     if kind in STATUS_BY_CONTROLLERS and only is not None:

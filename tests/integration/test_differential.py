@@ -216,7 +216,10 @@ def node_shape(a, b):
     real control plane (b): the fields each has, and the values that name
     the platform."""
     out = []
-    fa, fb = diffproxy.flatten(a), diffproxy.flatten(b)
+    fa = {p: v for p, v in diffproxy.flatten(diffproxy.without_server_made(a)).items()
+          if not p.startswith(diffproxy.IGNORED)}
+    fb = {p: v for p, v in diffproxy.flatten(diffproxy.without_server_made(b)).items()
+          if not p.startswith(diffproxy.IGNORED)}
     ga = {diffproxy.general(p) for p in fa}
     gb = {diffproxy.general(p) for p in fb}
     for p in sorted(ga - gb):
@@ -269,9 +272,10 @@ def source_node(run):
             t.kubectl("delete", "namespace", "diffnode", "--wait=false")
             # the Node each kubelet registers, side by side
             a = Api(pair.terndev_kubeconfig).request("GET", "/api/v1/nodes")[1]["items"]
-            own = [n for n in a if n["metadata"]["name"] != "tern-node"]
+            names = [n["metadata"]["name"] for n in a if n["metadata"]["name"] != "tern-node"]
+            eq(len(names), 1, "tern-dev's own Node")
+            own = [Api(pair.terndev_kubeconfig).request("GET", "/api/v1/nodes/" + names[0])[1]]
             b = Api(pair.kube_kubeconfig).request("GET", "/api/v1/nodes/tern-node")[1]
-            eq(len(own), 1, "tern-dev's own Node")
             for what, d in node_shape(own[0], b):
                 pair.proxy.diffs.append({"key": "node %s vs tern-node: %s" % (
                     own[0]["metadata"]["name"], what), "detail": d, "source": "node",
