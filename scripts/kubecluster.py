@@ -366,7 +366,9 @@ class KubeCluster:
             return ready and not taints
         wait_for("node %s Ready and untainted" % NODE_NAME, node_ready, 90, interval=0.5)
 
-    def start(self):
+    def start(self, node=True):
+        """Starts everything; node=False: the control plane without tern-node
+        (no pod runs; the differential test's secondary)."""
         self.make_pki()
         self.start_etcd()
         self.start_apiserver()
@@ -378,8 +380,19 @@ class KubeCluster:
         wait_for("ServiceAccount default/default", lambda: self.kubectl(
             "get", "serviceaccount", "default", "-n", "default", check=False).strip(), 90,
             interval=0.25)
-        self.start_node()
+        if node:
+            self.start_node()
         return self.kubeconfig
+
+    def user_kubeconfig(self, user, groups=()):
+        """A kubeconfig for a user of this cluster (a client certificate the
+        cluster CA signs: CN=user, O=each group), as a person would be given;
+        RBAC decides what the user may do. Returns its path."""
+        name = "user-" + "".join(c if c.isalnum() else "-" for c in user)
+        self.pki.cert(name, "ca", user, orgs=groups)
+        return write_kubeconfig(os.path.join(self.dir, name + ".kubeconfig"), self.server,
+                                self.pki.read("ca.crt"), self.pki.read(name + ".crt"),
+                                self.pki.read(name + ".key"), user)
 
     def stop_order(self):
         return ["tern-node", "kube-scheduler", "kube-controller-manager", "kube-apiserver",

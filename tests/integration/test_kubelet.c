@@ -1019,6 +1019,74 @@ TEST_T(memory_limit_oom_kills_and_liveness_restarts, 60)
     env_done(&e);
 }
 
+/* containerStatuses[0] fields of a pod: started, ready, restartCount */
+static void cstatus(struct env *e, const char *name, bool *started, bool *ready, int64_t *restarts)
+{
+    cJSON *p = get_pod(e, name);
+    const cJSON *cs = cJSON_GetArrayItem(kobj_at(p, "status.containerStatuses"), 0);
+    *started = cJSON_IsTrue(kobj_at(cs, "started"));
+    *ready = cJSON_IsTrue(kobj_at(cs, "ready"));
+    *restarts = kobj_int(cs, "restartCount", 0);
+    cJSON_Delete(p);
+}
+
+TEST_T(startup_probe_holds_start_ready_and_liveness, 60)
+{
+    struct env e;
+    env_init(&e);
+    /* "late": no readiness probe, a startup probe that passes once the
+     * container made a file in its emptyDir (after 4 s), and a liveness
+     * probe that fails before that: not started, not ready and not killed
+     * until the startup probe passes */
+    create(&e, "v1/pods",
+           POD("late", "\"terminationGracePeriodSeconds\":1,\"volumes\":[{\"name\":\"w\","
+                       "\"emptyDir\":{}}],",
+               "{\"name\":\"main\",\"command\":[\"sh\",\"-c\",\"sleep 4; touch /w/up; while "
+               "true; do sleep 0.1; done\"],\"volumeMounts\":[{\"name\":\"w\",\"mountPath\":"
+               "\"/w\"}],\"startupProbe\":{\"exec\":{\"command\":[\"test\",\"-e\",\"/w/up\"]},"
+               "\"periodSeconds\":1,\"failureThreshold\":60},\"livenessProbe\":{\"exec\":"
+               "{\"command\":[\"test\",\"-e\",\"/w/up\"]},\"periodSeconds\":1,"
+               "\"failureThreshold\":1}}"));
+    /* "never": a startup probe that never passes: killed after
+     * failureThreshold failures and restarted, never ready */
+    create(&e, "v1/pods",
+           POD("never", "\"terminationGracePeriodSeconds\":1,",
+               "{\"name\":\"main\",\"command\":[\"sh\",\"-c\",\"while true; do sleep 0.1; "
+               "done\"],\"startupProbe\":{\"exec\":{\"command\":[\"false\"]},"
+               "\"periodSeconds\":1,\"failureThreshold\":2}}"));
+    wait_phase(&e, "late", "Running", 20000);
+    int64_t end = now_ms() + 2500;
+    bool started, ready;
+    int64_t restarts;
+    while (now_ms() < end) { /* failing startup probes */
+        pump_once(&e);
+        cstatus(&e, "late", &started, &ready, &restarts);
+        ASSERT_FALSE(started);
+        ASSERT_FALSE(ready);
+        ASSERT_EQ_INT(restarts, 0); /* the liveness probe waits for startup */
+        struct timespec ts = {0, 100 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ASSERT_FALSE(pod_ready(&e, "late"));
+    ASSERT_TRUE(pump(&e, pod_ready, "late", 20000));
+    cstatus(&e, "late", &started, &ready, &restarts);
+    ASSERT_TRUE(started);
+    ASSERT_TRUE(ready);
+    ASSERT_EQ_INT(restarts, 0);
+    end = now_ms() + 20000;
+    restarts = 0;
+    while (restarts < 1 && now_ms() < end) {
+        pump_once(&e);
+        cstatus(&e, "never", &started, &ready, &restarts);
+        ASSERT_FALSE(ready);
+        struct timespec ts = {0, 50 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ASSERT_TRUE(restarts >= 1);
+    ASSERT_FALSE(pod_ready(&e, "never"));
+    env_done(&e);
+}
+
 /* Number of processes whose command line contains marker. */
 static int procs_with(const char *marker)
 {

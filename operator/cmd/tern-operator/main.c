@@ -14,6 +14,7 @@
 #include "controller/controller.h"
 #include "etcd/etcd.h"
 #include "http/endpoint.h"
+#include "kube/kclient.h"
 #include "kube/kubeconfig.h"
 #include "kube/leader.h"
 #include "kube/recorder.h"
@@ -321,6 +322,7 @@ int main(int argc, char **argv)
         return 2;
     }
     tlog_init("tern-operator", lvl);
+    kclient_set_default_user_agent("tern-operator/0.1.0");
     if (!o.etcd_endpoints || !*o.etcd_endpoints) {
         fprintf(stderr, "tern-operator: --etcd-endpoints (or TERN_ETCD_ENDPOINTS) is required\n");
         return 2;

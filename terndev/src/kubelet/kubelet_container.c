@@ -237,9 +237,12 @@ int kubelet__start_container(struct kubelet *k, struct kpod *p, const cJSON *pod
             c->killing = false;
             const cJSON *rp = kobj_at(spec, "readinessProbe");
             const cJSON *lp = kobj_at(spec, "livenessProbe");
+            const cJSON *sp = c->init ? NULL : kobj_at(spec, "startupProbe");
             c->next_ready_ms = now_ms + kobj_int(rp, "initialDelaySeconds", 0) * 1000;
             c->next_live_ms = now_ms + kobj_int(lp, "initialDelaySeconds", 0) * 1000;
-            c->ready_succ = c->ready_fail = c->live_fail = 0;
+            c->next_startup_ms = now_ms + kobj_int(sp, "initialDelaySeconds", 0) * 1000;
+            c->ps.startup_pending = sp != NULL;
+            c->ready_succ = c->ready_fail = c->live_fail = c->startup_fail = 0;
             kubelet__write_pids(k, p);
         }
     }
@@ -360,6 +363,26 @@ void kubelet__probes(struct kubelet *k, struct kpod *p, const cJSON *pod, int64_
         if (c->init || c->pid <= 0 || c->killing)
             continue;
         const cJSON *spec = cspec(pod, c);
+        /* a startupProbe holds the other probes, readiness and the started
+         * status until it passes; failureThreshold failures kill the
+         * container (restarted by its restartPolicy), as the kubelet does */
+        const cJSON *sp = kobj_at(spec, "startupProbe");
+        if (sp && c->ps.startup_pending) {
+            c->ps.ready = false;
+            if (now_ms < c->next_startup_ms)
+                continue;
+            c->next_startup_ms = now_ms + kobj_int(sp, "periodSeconds", 10) * 1000;
+            if (run_probe(k, p, pod, spec, sp) == 0) {
+                c->ps.startup_pending = false;
+                c->startup_fail = 0;
+            } else if (++c->startup_fail >= kobj_int(sp, "failureThreshold", 3)) {
+                int64_t grace = kobj_int(pod, "spec.terminationGracePeriodSeconds", 30);
+                kubelet__stop_container(c, grace * 1000, now_ms);
+                continue;
+            } else {
+                continue;
+            }
+        }
         const cJSON *rp = kobj_at(spec, "readinessProbe");
         if (!rp) {
             c->ps.ready = true;

@@ -46,8 +46,8 @@ struct kcont {
     char wmsg[512], tmsg[4097], lmsg[4097]; /* termination messages: <= 4096 bytes */
     pid_t pid;
     int64_t next_start_ms;
-    int64_t next_ready_ms, next_live_ms;
-    int ready_succ, ready_fail, live_fail;
+    int64_t next_ready_ms, next_live_ms, next_startup_ms;
+    int ready_succ, ready_fail, live_fail, startup_fail;
     bool killing;
     int64_t kill_deadline_ms;
     char cg_mem[256], cg_cpu[256];

@@ -76,7 +76,8 @@ void kubelet__container_ended(struct kubelet *k, const cJSON *pod, struct kcont 
     c->killing = false;
     c->ps.pid = 0;
     c->ps.ready = false;
-    c->ready_succ = c->ready_fail = c->live_fail = 0;
+    c->ps.startup_pending = false;
+    c->ready_succ = c->ready_fail = c->live_fail = c->startup_fail = 0;
     if (will_restart(pod, c, code)) {
         c->ps.has_last = true;
         set_term(&c->ps.last, c->lmsg, sizeof c->lmsg, code, reason, msg, started, now_ms / 1000);
