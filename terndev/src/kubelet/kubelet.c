@@ -398,8 +398,12 @@ int kubelet_sync(struct kubelet *k, int64_t now_ms, struct tern_err *err)
             continue;
         struct kpod *p = find_pod(k, uid);
         cJSON *adopted = NULL;
+        const char *scheduler = kobj_str(pod, "spec.schedulerName");
         if ((!node || !*node) && k->scheduled_only) {
             continue; /* the scheduler places it */
+        } else if ((!node || !*node) && scheduler &&
+                   strcmp(scheduler, "default-scheduler") != 0) {
+            continue; /* another scheduler's pod, as kube-scheduler leaves it */
         } else if (!node || !*node) {
             if (!p || !p->adopted) {
                 if (kobj_deleting(pod))
