@@ -811,3 +811,176 @@ TEST_T(etcd_briefly_unavailable, 90)
     evs_done(&v);
     env_stop(&e);
 }
+
+/* ---- crashes at the narrow moments (issue 25) -------------------------- */
+
+/* Starts tern-sandboxd again on the same address and workspace. */
+static void sandboxd_restart(struct env *e)
+{
+    char bin[300], log[300], addr[256];
+    struct tern_err err = {0};
+    snprintf(addr, sizeof addr, "%s", e->sbx.addr);
+    snprintf(bin, sizeof bin, "%s/bin/tern-sandboxd", proc_build_dir());
+    snprintf(log, sizeof log, "%s/sandboxd.log", e->dir);
+    char *sargv[] = {bin, "--listen", addr, "--token-file", e->token, "--workspace", e->ws,
+                     "--log-level", "warn", NULL};
+    long long deadline = now_ms() + 10000;
+    /* the old socket may linger for a moment */
+    while (proc_start_server(&e->sbx, sargv, "ready addr=", log, 10000, &err) != 0) {
+        if (now_ms() > deadline)
+            th_fail(__FILE__, __LINE__, "sandboxd restart: %s", err.msg);
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* sandboxd's record status of the first key of uid with op, or "". */
+static void record_status(struct env *e, const char *uid, const char *op, char *out, size_t n)
+{
+    struct httpc *h = httpc_new();
+    char url[400];
+    snprintf(url, sizeof url, "http://%s/v1/executions", e->sbx.addr);
+    const char *hdrs[] = {"Authorization: Bearer " TOKEN, NULL};
+    struct httpc_request req = {.url = url, .headers = hdrs, .timeout_ms = 10000};
+    struct httpc_response resp = {0};
+    struct tern_err err = {0};
+    snprintf(out, n, "%s", "");
+    if (httpc_do(h, &req, &resp, &err) == 0 && resp.status == 200) {
+        cJSON *j = NULL;
+        if (json_parse(buf_str(&resp.body), resp.body.len, &j, NULL) == 0) {
+            const cJSON *arr = json_get(j, "executions");
+            size_t ul = strlen(uid);
+            for (const cJSON *it = arr ? arr->child : NULL; it; it = it->next) {
+                const char *k = str(it, "key"), *o = str(it, "op");
+                if (k && o && strncmp(k, uid, ul) == 0 && k[ul] == '/' && strcmp(o, op) == 0) {
+                    snprintf(out, n, "%s", str(it, "status") ? str(it, "status") : "");
+                    break;
+                }
+            }
+        }
+        cJSON_Delete(j);
+    }
+    httpc_response_done(&resp);
+    httpc_free(h);
+}
+
+static const char *S_WRITE =
+    "{\"steps\":["
+    "{\"reply\":{\"toolCalls\":[{\"name\":\"write_file\",\"arguments\":{\"path\":"
+    "\"working/notes.md\",\"content\":\"0123456789abcdefghijklmnopqrstuvwxyz0123456789\","
+    "\"append\":null}}]}},"
+    "{\"alternatives\":["
+    "{\"match\":{\"contains\":\"interrupted\"},\"reply\":{\"content\":\"the write was cut off\"}},"
+    "{\"reply\":{\"content\":\"notes written\"}}]}"
+    "]}";
+
+TEST_T(runner_killed_mid_upload_then_the_retry_writes, 60)
+{
+    struct env e;
+    env_start(&e, S_WRITE);
+    write_spec(&e, "midup", SPEC_PLAIN);
+    const char *hook[] = {"TERN_TEST_HOOK=upload:stop", NULL};
+    struct proc p;
+    start_runner(&e, &p, "midup", 1, hook, NULL);
+    ASSERT_OK(proc_wait_stopped(&p, 20000));
+    /* half the body is out: sandboxd holds the write's started record */
+    char st[32];
+    long long deadline = now_ms() + 10000;
+    do {
+        record_status(&e, "midup", "put", st, sizeof st);
+    } while (strcmp(st, "started") != 0 && now_ms() < deadline);
+    ASSERT_EQ_STR(st, "started");
+    proc_kill(&p); /* the runner dies mid-body; its connection closes */
+    /* the next attempt writes the file (before: 409 busy on every attempt,
+     * until sandboxd restarted) */
+    ASSERT_EQ_INT(run_runner(&e, "midup", 1, NULL), 0);
+    struct evs v;
+    read_journal(&e, "midup", &v);
+    ASSERT_EQ_STR(outcome(&v), "completed");
+    ASSERT_EQ_STR(answer(&v), "notes written");
+    ASSERT_EQ_STR(str(last(&v, "tool_result"), "status"), "completed");
+    ASSERT_EQ_INT(count(&v, "tool_call"), 1);
+    char path[400];
+    snprintf(path, sizeof path, "%s/working/notes.md", e.ws);
+    char *text = read_text(path);
+    ASSERT_EQ_STR(text, "0123456789abcdefghijklmnopqrstuvwxyz0123456789");
+    free(text);
+    int n, runs;
+    executions(&e, "midup", &n, &runs);
+    ASSERT_EQ_INT(n, 1);
+    ASSERT_EQ_INT(runs, 1);
+    evs_done(&v);
+    env_stop(&e);
+}
+
+TEST_T(sandboxd_killed_mid_upload_is_journaled_as_interrupted, 60)
+{
+    struct env e;
+    env_start(&e, S_WRITE);
+    write_spec(&e, "sbxup", SPEC_PLAIN);
+    const char *hook[] = {"TERN_TEST_HOOK=upload:stop", NULL};
+    struct proc p;
+    start_runner(&e, &p, "sbxup", 1, hook, NULL);
+    ASSERT_OK(proc_wait_stopped(&p, 20000));
+    char st[32];
+    long long deadline = now_ms() + 10000;
+    do {
+        record_status(&e, "sbxup", "put", st, sizeof st);
+    } while (strcmp(st, "started") != 0 && now_ms() < deadline);
+    ASSERT_EQ_STR(st, "started");
+    /* sandboxd dies while the body is in flight; it comes back on the
+     * same workspace with the record turned "interrupted" */
+    proc_kill(&e.sbx);
+    sandboxd_restart(&e);
+    proc_kill(&p);
+    ASSERT_EQ_INT(run_runner(&e, "sbxup", 1, NULL), 0);
+    struct evs v;
+    read_journal(&e, "sbxup", &v);
+    /* reported and journaled as interrupted, never as written */
+    const cJSON *res = last(&v, "tool_result");
+    ASSERT_EQ_STR(str(res, "status"), "interrupted");
+    ASSERT_CONTAINS(str(res, "output"), "interrupted");
+    ASSERT_TRUE(strstr(str(res, "output"), "ok: written") == NULL);
+    ASSERT_EQ_STR(answer(&v), "the write was cut off");
+    evs_done(&v);
+    env_stop(&e);
+}
+
+TEST_T(prompt_parts_unreadable_is_retryable, 60)
+{
+    struct env e;
+    env_start(&e, S_FULL);
+    write_spec(&e, "noprompt", SPEC_PLAIN);
+    /* a runner (re)started while sandboxd is down: no prompt without
+     * simple.md, so no model call and nothing journaled from one */
+    proc_kill(&e.sbx);
+    ASSERT_EQ_INT(run_runner(&e, "noprompt", 1, NULL), 75);
+    struct evs v;
+    read_journal(&e, "noprompt", &v);
+    ASSERT_EQ_INT(count(&v, "model_response"), 0);
+    ASSERT_EQ_INT(count_lines(e.record), 0);
+    evs_done(&v);
+    sandboxd_restart(&e);
+    ASSERT_EQ_INT(run_runner(&e, "noprompt", 1, NULL), 0);
+    read_journal(&e, "noprompt", &v);
+    ASSERT_EQ_STR(outcome(&v), "completed");
+    ASSERT_EQ_INT(count(&v, "model_request"), 4);
+    char *rec = read_text(e.record);
+    ASSERT_CONTAINS(rec, "Prefer small commits.");
+    free(rec);
+    evs_done(&v);
+    env_stop(&e);
+    /* a workspace that truly has no simple.md: the prompt says so */
+    env_start(&e, S_FULL);
+    char p[400];
+    snprintf(p, sizeof p, "%s/simple.md", e.ws);
+    unlink(p);
+    write_spec(&e, "nomemory", SPEC_PLAIN);
+    ASSERT_EQ_INT(run_runner(&e, "nomemory", 1, NULL), 0);
+    rec = read_text(e.record);
+    ASSERT_CONTAINS(rec, "This session has no simple.md.");
+    ASSERT_CONTAINS(rec, "This session has no skills/.");
+    free(rec);
+    env_stop(&e);
+}
+

@@ -14,6 +14,7 @@
 #include "runner/prompt.h"
 #include "runner/replay.h"
 #include "runner/sbx.h"
+#include "runner/testhook.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -179,70 +180,97 @@ static cJSON *obj(void)
 
 /* ---- model ------------------------------------------------------------- */
 
-static void read_prompt_parts(struct turn *t, char **ret_memory, char ***ret_skills,
-                              size_t *ret_n)
+/* What a prompt part's read means: 200 is its content, 404 says it does
+ * not exist (the prompt says so); anything else, a transport error
+ * included, is retryable (exit 75): a prompt is never sent without a part
+ * that exists but could not be read, because the model's answer to it is
+ * journaled for good. */
+static int prompt_part(int rc, const struct sbx_result *r, const char *what, bool *ret_missing,
+                       struct tern_err *err)
+{
+    *ret_missing = false;
+    if (rc)
+        return err_wrap(err, rc, "sandboxd: reading %s for the prompt", what);
+    if (r->http_status == 404) {
+        *ret_missing = true;
+        return 0;
+    }
+    if (r->http_status != 200)
+        return err_set(err, TERN_EHTTP, "sandboxd: reading %s for the prompt: HTTP %ld: %.200s",
+                       what, r->http_status, r->body ? r->body : "");
+    return 0;
+}
+
+static int read_prompt_parts(struct turn *t, struct prompt_input *in, struct tern_err *err)
 {
     struct policy_args a = {.tool = POLICY_READ, .path = "simple.md", .offset = 0, .limit = -1,
                             .timeout_ms = -1, .depth = -1};
     struct sbx_result r = {0};
-    struct tern_err e = {0};
-    *ret_memory = NULL;
-    *ret_skills = NULL;
-    *ret_n = 0;
-    if (sbx_call(t->sbx, NULL, &a, 10000, &r, &e) == 0 && r.http_status == 200 && r.body_len)
-        *ret_memory = xstrdup(r.body);
+    char **skills = NULL;
+    size_t n = 0;
+    int rc = sbx_call(t->sbx, NULL, &a, 10000, &r, err);
+    rc = prompt_part(rc, &r, "simple.md", &in->memory_missing, err);
+    if (rc == 0 && r.http_status == 200 && r.body_len)
+        in->memory = xstrdup(r.body);
     sbx_result_done(&r);
+    if (rc)
+        return rc;
     struct policy_args l = {.tool = POLICY_LIST, .path = "skills", .depth = 3, .offset = -1,
                             .limit = -1, .timeout_ms = -1};
-    if (sbx_call(t->sbx, NULL, &l, 10000, &r, &e) == 0 && r.http_status == 200) {
+    rc = sbx_call(t->sbx, NULL, &l, 10000, &r, err);
+    rc = prompt_part(rc, &r, "skills/", &in->skills_missing, err);
+    if (rc == 0 && r.http_status == 200) {
         cJSON *j = NULL;
         const cJSON *entries;
-        if (json_parse(r.body, r.body_len, &j, NULL) == 0 &&
-            cJSON_IsArray(entries = json_get(j, "entries"))) {
+        if (json_parse(r.body, r.body_len, &j, NULL) != 0 ||
+            !cJSON_IsArray(entries = json_get(j, "entries"))) {
+            rc = err_set(err, TERN_EHTTP, "sandboxd: listing skills/: unreadable answer");
+        } else {
             for (const cJSON *it = entries->child; it; it = it->next) {
                 const cJSON *p = json_get(it, "path"), *ty = json_get(it, "type");
                 if (!cJSON_IsString(p) || !cJSON_IsString(ty) ||
-                    strcmp(ty->valuestring, "file") != 0 || *ret_n >= TERN_RUNNER_MAX_SKILLS + 1)
+                    strcmp(ty->valuestring, "file") != 0 || n >= TERN_RUNNER_MAX_SKILLS + 1)
                     continue;
                 const char *name = p->valuestring;
                 if (strncmp(name, "skills/", 7) == 0)
                     name += 7;
-                *ret_skills = xreallocarray(*ret_skills, *ret_n + 1, sizeof(char *));
-                (*ret_skills)[(*ret_n)++] = xstrdup(name);
+                skills = xreallocarray(skills, n + 1, sizeof(char *));
+                skills[n++] = xstrdup(name);
             }
         }
         cJSON_Delete(j);
     }
     sbx_result_done(&r);
+    in->skills = (const char *const *)skills;
+    in->nskills = n;
+    return rc;
 }
 
-static void build_prompt(struct turn *t)
+static int build_prompt(struct turn *t, struct tern_err *err)
 {
     if (t->system_prompt)
-        return;
+        return 0;
     const struct runner_spec *sp = &t->cfg->spec;
-    char *memory = NULL, **skills = NULL;
-    size_t nskills = 0;
-    read_prompt_parts(t, &memory, &skills, &nskills);
     struct prompt_input in = {
         .objective = sp->objective,
         .context_text = sp->context_text,
         .references = (const char *const *)sp->references,
         .nreferences = sp->nreferences,
-        .memory = memory,
-        .skills = (const char *const *)skills,
-        .nskills = nskills,
         .writable = (const char *const *)sp->writable,
         .nwritable = sp->nwritable,
         .tools = t->known,
         .ntools = t->ndefs,
     };
-    t->system_prompt = prompt_system(&in);
-    t->first_user = prompt_first_user(&in);
-    free(memory);
-    for (size_t i = 0; i < nskills; i++)
-        free(skills[i]);
-    free(skills);
+    int rc = read_prompt_parts(t, &in, err);
+    if (rc == 0) {
+        t->system_prompt = prompt_system(&in);
+        t->first_user = prompt_first_user(&in);
+    }
+    free((char *)in.memory);
+    for (size_t i = 0; i < in.nskills; i++)
+        free((char *)in.skills[i]);
+    free((char **)in.skills);
+    return rc;
 }
 
 static cJSON *response_data(struct turn *t, const struct chat_response *r,
@@ -294,7 +322,9 @@ static cJSON *response_data(struct turn *t, const struct chat_response *r,
  * + turn end), a negative code for a retryable failure. */
 static int do_model_call(struct turn *t, struct tern_err *err)
 {
-    build_prompt(t);
+    int rc = build_prompt(t, err);
+    if (rc)
+        return rc; /* retryable: no model call without the whole prompt */
     struct chat_conv c;
     chat_conv_init(&c);
     chat_conv_add(&c, CHAT_SYSTEM, t->system_prompt);
@@ -315,7 +345,7 @@ static int do_model_call(struct turn *t, struct tern_err *err)
                              .parallel_tool_calls = false};
     char *body = NULL;
     struct tern_err berr = {0};
-    int rc = chat_build_request(&c, t->defs, t->ndefs, &o, &body, &berr);
+    rc = chat_build_request(&c, t->defs, t->ndefs, &o, &body, &berr);
     chat_conv_done(&c);
     if (rc) {
         /* cannot happen for a journal we wrote; say so and end the turn */
@@ -337,6 +367,7 @@ static int do_model_call(struct turn *t, struct tern_err *err)
     free(body);
     if (rc)
         return rc; /* transport: retryable (the request stays open in the journal) */
+    testhook_at("model_response");
 
     if (res.status >= 200 && res.status <= 299) {
         struct chat_response r;
@@ -391,6 +422,7 @@ static int do_tool_execute(struct turn *t, const struct plan *p, struct tern_err
     char *key = xasprintf("%s/%s", t->cfg->uid, p->call->id);
     struct sbx_result r;
     int64_t s0 = mono_ms();
+    testhook_at("tool_call");
     int rc = sbx_call(t->sbx, key, &p->args, p->decision.timeout_ms, &r, err);
     t->st.tool_ms += mono_ms() - s0;
     t->st.tool_calls++;
@@ -407,6 +439,7 @@ static int do_tool_execute(struct turn *t, const struct plan *p, struct tern_err
         free(key);
         return rc;
     }
+    testhook_at("tool_result");
     const char *status = NULL;
     char *out = sbx_render(&r, &status);
     cJSON *d = obj();
