@@ -984,3 +984,28 @@ TEST_T(prompt_parts_unreadable_is_retryable, 60)
     env_stop(&e);
 }
 
+static const char *S_ONE =
+    "{\"steps\":[{\"reply\":{\"content\":\"lease kept\"}}]}";
+
+TEST_T(etcd_down_when_the_runner_asks_for_its_lease, 90)
+{
+    struct env e;
+    env_start(&e, S_ONE);
+    write_spec(&e, "nolease", SPEC_PLAIN);
+    /* etcd is gone when the runner starts; it is back within the journal's
+     * 30 s budget, which the lease grant now shares */
+    ASSERT_OK(etcd_fixture_kill(&e.etcd));
+    struct proc p;
+    start_runner(&e, &p, "nolease", 1, NULL, NULL);
+    struct timespec outage = {3, 0};
+    nanosleep(&outage, NULL);
+    struct tern_err err = {0};
+    if (etcd_fixture_restart(&e.etcd, &err))
+        th_fail(__FILE__, __LINE__, "etcd restart: %s", err.msg);
+    ASSERT_EQ_INT(proc_wait(&p, 60000), 0);
+    struct evs v;
+    read_journal(&e, "nolease", &v);
+    ASSERT_EQ_STR(answer(&v), "lease kept");
+    evs_done(&v);
+    env_stop(&e);
+}

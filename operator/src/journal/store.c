@@ -56,7 +56,7 @@ int journal_open(struct etcd *c, const char *uid, const struct journal_opts *opt
     j->uid = xstrdup(uid);
     j->prefix = journal_prefix(uid);
     j->sum_key = xasprintf("%ssum", j->prefix);
-    j->retry_ms = opts && opts->retry_ms > 0 ? opts->retry_ms : 30000;
+    j->retry_ms = opts && opts->retry_ms > 0 ? opts->retry_ms : JOURNAL_RETRY_MS;
     j->page = opts && opts->page_size > 0 ? opts->page_size : 1000;
     if (j->page > TERN_JOURNAL_MAX_PAGE)
         j->page = TERN_JOURNAL_MAX_PAGE;
