@@ -646,6 +646,32 @@ TEST(oversize_event_chunked_and_truncation)
     ASSERT_EQ_INT(strlen(got), strlen(want));
     ASSERT_TRUE(strcmp(got, want) == 0);
     free(got);
+    /* the head carries the data's hash; a chunk that changed is refused */
+    struct etcd_kv *head = NULL;
+    ASSERT_OK(etcd_get(c, "/tern/v1/s/big/ev/0000000000000002", &head, NULL, &e));
+    ASSERT_CONTAINS(head->value, "\"sha256\":\"");
+    cJSON *hj = cJSON_Parse(head->value);
+    const char *cid = json_get(json_get(hj, "chunks"), "id")->valuestring;
+    char *ck = xasprintf("/tern/v1/s/big/ch/0000000000000002/%s/0001", cid);
+    struct etcd_kv *chunk = NULL;
+    ASSERT_OK(etcd_get(c, ck, &chunk, NULL, &e));
+    char *bad = xmemdup(chunk->value, chunk->value_len + 1);
+    bad[10] = bad[10] == 'a' ? 'b' : 'a';
+    struct etcd_put_resp pr;
+    ASSERT_OK(etcd_put(c, &(struct etcd_put_req){.key = ck, .value = bad,
+                                                 .value_len = chunk->value_len}, &pr, &e));
+    etcd_put_resp_done(&pr);
+    ASSERT_EQ_INT(journal_replay(k, 1, NULL, NULL, NULL, &e), TERN_EPARSE);
+    ASSERT_CONTAINS(e.msg, "sha256");
+    ASSERT_OK(etcd_put(c, &(struct etcd_put_req){.key = ck, .value = chunk->value,
+                                                 .value_len = chunk->value_len}, &pr, &e));
+    etcd_put_resp_done(&pr);
+    ASSERT_OK(journal_replay(k, 1, NULL, NULL, NULL, &e));
+    free(bad);
+    free(ck);
+    cJSON_Delete(hj);
+    etcd_kv_free(chunk);
+    etcd_kv_free(head);
 
     /* past TERN_JOURNAL_MAX_DATA: refused, nothing written; truncation
      * leaves an explicit marker */

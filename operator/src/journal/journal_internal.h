@@ -48,6 +48,9 @@ char *journal__now_time(void);
 /* The v1 envelope of ev as a new tree, with data or without it (the head of
  * a chunked event). */
 cJSON *journal__event_json(const struct journal_event *ev, bool with_data);
+/* Lowercase hex SHA-256 of p[0..n) into out[65] (a chunked event's head
+ * carries the hash of its data's JSON text). */
+void journal__sha256_hex(const void *p, size_t n, char out[65]);
 
 /* ---- keys.c ------------------------------------------------------------ */
 

@@ -71,6 +71,16 @@ static int load_chunks(struct etcd *c, const char *prefix, struct journal_event 
                     (unsigned long long)ev->seq, off, (long long)bytes);
         goto out;
     }
+    const cJSON *h = json_get(chunks, "sha256");
+    if (cJSON_IsString(h)) { /* heads written before the hash have none */
+        char got[65];
+        journal__sha256_hex(buf, off, got);
+        if (strcmp(got, h->valuestring) != 0) {
+            r = err_set(err, TERN_EPARSE, "journal seq %llu: chunked data does not match its sha256",
+                        (unsigned long long)ev->seq);
+            goto out;
+        }
+    }
     cJSON *d = NULL;
     struct json_parse_opts po = {.max_bytes = TERN_JOURNAL_MAX_DATA};
     if (json_parse_opts(buf, off, &po, &d, err) || !cJSON_IsObject(d)) {

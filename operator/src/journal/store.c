@@ -382,6 +382,9 @@ int journal_append(struct journal *j, const struct journal_append_req *req, uint
         json_add_string(ch, "id", id);
         json_add_int64(ch, "n", (int64_t)((dlen + TERN_JOURNAL_CHUNK - 1) / TERN_JOURNAL_CHUNK));
         json_add_int64(ch, "bytes", (int64_t)dlen);
+        char hash[65];
+        journal__sha256_hex(data_txt, dlen, hash);
+        json_add_string(ch, "sha256", hash);
         free(value);
         value = json_print(head);
         cJSON_Delete(head);
