@@ -1009,3 +1009,124 @@ TEST_T(etcd_down_when_the_runner_asks_for_its_lease, 90)
     evs_done(&v);
     env_stop(&e);
 }
+
+/* ---- compaction: snapshots written by the runner ----------------------- */
+
+static char *turns_script(int n)
+{
+    struct buf b;
+    buf_init(&b, 1u << 20);
+    buf_puts(&b, "{\"steps\":[");
+    for (int i = 0; i < n; i++)
+        buf_printf(&b,
+                   "%s{\"reply\":{\"toolCalls\":[{\"name\":\"exec_command\",\"arguments\":"
+                   "{\"cmd\":\"echo turn %d\",\"cwd\":null,\"timeoutMs\":null}}]}},"
+                   "{\"reply\":{\"content\":\"turn %d done\"}}",
+                   i ? "," : "", i + 1, i + 1);
+    buf_puts(&b, "]}");
+    return buf_steal(&b);
+}
+
+/* The idx-th line of a file (owned), or NULL. */
+static char *nth_line(const char *text, int idx)
+{
+    const char *p = text;
+    for (int i = 0; p && i < idx; i++) {
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    if (!p || !*p)
+        return NULL;
+    return xstrndup(p, strcspn(p, "\n"));
+}
+
+static size_t count_keys(struct env *e, const char *prefix)
+{
+    const char *eps[] = {e->etcd.url};
+    struct etcd *c = NULL;
+    struct tern_err err = {0};
+    struct etcd_range_resp rr = {0};
+    if (etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1}, &c, &err) ||
+        etcd_range(c, &(struct etcd_range_req){.keys = {.key = prefix, .prefix = true},
+                                                .count_only = true},
+                   &rr, &err))
+        th_fail(__FILE__, __LINE__, "count %s: %s", prefix, err.msg);
+    size_t n = (size_t)rr.count;
+    etcd_range_resp_done(&rr);
+    etcd_free(c);
+    return n;
+}
+
+TEST_T(snapshots_compact_and_resume_exactly, 180)
+{
+    enum { TURNS = 12 };
+    char *script = turns_script(TURNS);
+    struct env e;
+    env_start(&e, script);
+    free(script);
+    const char *uids[] = {"snap", "flat"};
+    const char *every[] = {"TERN_SNAPSHOT_EVENTS=10", "TERN_SNAPSHOT_EVENTS=0"};
+    for (int u = 0; u < 2; u++) {
+        write_spec(&e, uids[u], SPEC_PLAIN);
+        const char *extra[] = {every[u], NULL};
+        for (int turn = 1; turn <= TURNS; turn++) {
+            if (turn > 1) { /* the operator's follow-up message */
+                cJSON *d = cJSON_CreateObject();
+                json_add_string(d, "source", "spec.messages");
+                json_add_int64(d, "index", turn - 2);
+                char text[32];
+                snprintf(text, sizeof text, "now turn %d", turn);
+                json_add_string(d, "text", text);
+                append_event(&e, uids[u], JOURNAL_EV_USER_MESSAGE, d);
+            }
+            int rc = run_runner(&e, uids[u], turn, extra);
+            if (rc != 0)
+                th_fail(__FILE__, __LINE__, "%s turn %d: exit %d", uids[u], turn, rc);
+        }
+    }
+    /* every request the model saw is the same with and without compaction */
+    char *rec = read_text(e.record);
+    for (int i = 0; i < 2 * TURNS; i++) {
+        char *a = nth_line(rec, i), *b = nth_line(rec, 2 * TURNS + i);
+        if (!a || !b || strcmp(a, b) != 0)
+            th_fail(__FILE__, __LINE__, "request %d differs with compaction", i);
+        free(a);
+        free(b);
+    }
+    ASSERT_EQ_INT(count_lines(e.record), 4 * TURNS);
+    free(rec);
+    /* the compacted journal: snapshots, older events gone, the same usage */
+    const char *eps[] = {e.etcd.url};
+    struct etcd *c = NULL;
+    struct journal *js = NULL, *jf = NULL;
+    struct tern_err err = {0};
+    ASSERT_OK(etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1}, &c, &err));
+    ASSERT_OK(journal_open(c, "snap", NULL, &js, &err));
+    ASSERT_OK(journal_open(c, "flat", NULL, &jf, &err));
+    const struct journal_summary *ss = journal_summary(js), *sf = journal_summary(jf);
+    ASSERT_CMP_INT(ss->snapshot_seq, >, 0);
+    ASSERT_EQ_INT(sf->snapshot_seq, 0);
+    ASSERT_EQ_INT(ss->usage.model_turns, sf->usage.model_turns);
+    ASSERT_EQ_INT(ss->usage.tool_calls, sf->usage.tool_calls);
+    ASSERT_EQ_INT(ss->messages, sf->messages);
+    ASSERT_EQ_STR(ss->result, sf->result);
+    ASSERT_EQ_INT(journal_replay(js, 1, NULL, NULL, NULL, &err), TERN_ECOMPACTED);
+    size_t kept = count_keys(&e, "/tern/v1/s/snap/ev/");
+    size_t all = count_keys(&e, "/tern/v1/s/flat/ev/");
+    ASSERT_EQ_INT(all, sf->last_seq);
+    /* kept: from the previous snapshot on: at most two intervals, each
+     * under `every` events plus one turn (9 events) plus its snapshot */
+    ASSERT_CMP_INT(kept, <=, 2 * (10 + 9 + 1));
+    ASSERT_CMP_INT(kept, <, all / 2);
+    journal_free(js);
+    journal_free(jf);
+    etcd_free(c);
+    /* each command ran once per session */
+    int n, runs;
+    executions(&e, "snap", &n, &runs);
+    ASSERT_EQ_INT(runs, TURNS);
+    executions(&e, "flat", &n, &runs);
+    ASSERT_EQ_INT(runs, TURNS);
+    env_stop(&e);
+}

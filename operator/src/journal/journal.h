@@ -303,6 +303,12 @@ int journal_tail(struct journal *j, uint64_t from_seq, journal_event_fn fn, void
 int journal_compact(struct journal *j, const cJSON *state, bool drop_old, uint64_t *ret_seq,
                     struct tern_err *err);
 
+/* Deletes the events (and their chunks) before seq, which must be a stored
+ * event: a snapshot, so that replays from JOURNAL_FROM_SNAPSHOT and forks
+ * from it still work. Idempotent (retried within retry_ms). Returns 0,
+ * TERN_EINVALID for a seq past the end, or the etcd error. */
+int journal_drop_before(struct journal *j, uint64_t seq, struct tern_err *err);
+
 /* Fork: copies events 1..upto_seq of src_uid (byte for byte, chunks
  * included) into dst_uid and writes dst's summary, in fenced batches. If it
  * is interrupted, calling it again continues after dst's last copied seq.

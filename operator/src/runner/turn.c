@@ -14,6 +14,7 @@
 #include "runner/prompt.h"
 #include "runner/replay.h"
 #include "runner/sbx.h"
+#include "runner/snapshot.h"
 #include "runner/testhook.h"
 
 #include <errno.h>
@@ -89,6 +90,18 @@ static int on_event(void *ctx, const struct journal_event *ev)
     if (t->st.replayed > TERN_RUNNER_MAX_EVENTS)
         return err_set(&t->fold_err, TERN_ETOOLARGE, "more than %u events to replay",
                        TERN_RUNNER_MAX_EVENTS);
+    if (ev->type == JOURNAL_EV_SNAPSHOT && t->s.last_seq == 0) {
+        /* a replay from the latest snapshot starts with it: the state it
+         * holds is the fold of everything before (runner/snapshot.h) */
+        struct replay_state ns;
+        int rc = snapshot_decode(json_get(ev->data, "state"), ev->seq, &ns, &t->fold_err);
+        if (rc)
+            return err_wrap(&t->fold_err, rc, "journal snapshot at seq %llu",
+                            (unsigned long long)ev->seq);
+        replay_state_done(&t->s);
+        t->s = ns;
+        return 0;
+    }
     return fold(t, ev->seq, ev->type_name, ev->turn, ev->key, ev->data, ev->time, &t->fold_err);
 }
 
@@ -98,7 +111,8 @@ static int replay_all(struct turn *t, struct tern_err *err)
 {
     int64_t t0 = mono_ms();
     for (int round = 0; round < 5; round++) {
-        int rc = journal_replay(t->j, t->s.last_seq + 1, on_event, t, NULL, err);
+        uint64_t from = t->s.last_seq ? t->s.last_seq + 1 : JOURNAL_FROM_SNAPSHOT;
+        int rc = journal_replay(t->j, from, on_event, t, NULL, err);
         if (rc && t->fold_err.code) {
             if (err)
                 *err = t->fold_err;
@@ -176,6 +190,40 @@ static int append(struct turn *t, const char *type, const char *key, cJSON *data
 static cJSON *obj(void)
 {
     return cJSON_CreateObject();
+}
+
+/* Compaction (runner/snapshot.h) at the start of a turn that has not
+ * started: a snapshot of the state once enough events came since the last
+ * one, then the events before the previous snapshot are dropped. A state
+ * too large for an event is left uncompacted; a failed drop leaves old
+ * events behind, which costs space, not correctness. */
+static int maybe_compact(struct turn *t, struct tern_err *err)
+{
+    uint64_t prev = journal_summary(t->j)->snapshot_seq;
+    if (t->s.turn >= t->cfg->turn ||
+        !snapshot_due(&t->s, prev, (uint64_t)t->cfg->snapshot_events))
+        return 0;
+    if (t->lock && journal_lock_lost(t->lock))
+        return err_set(err, TERN_EFENCED, "turn lock lost (lease expired)");
+    cJSON *st = snapshot_encode(&t->s);
+    uint64_t seq = 0;
+    int64_t a0 = mono_ms();
+    int rc = journal_compact(t->j, st, false, &seq, err);
+    cJSON_Delete(st);
+    t->st.journal_ms += mono_ms() - a0;
+    if (rc == TERN_ETOOLARGE)
+        return 0;
+    if (rc)
+        return err_wrap(err, rc, "journal snapshot");
+    t->st.appends++;
+    cJSON *empty = obj();
+    rc = fold(t, seq, "snapshot", journal_summary(t->j)->turn, NULL, empty, NULL, err);
+    cJSON_Delete(empty);
+    if (rc == 0 && prev) {
+        struct tern_err e2 = {0};
+        journal_drop_before(t->j, prev, &e2);
+    }
+    return rc;
 }
 
 /* ---- model ------------------------------------------------------------- */
@@ -629,6 +677,9 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
         if ((rc = append(&t, "user_message", key, d, err)))
             goto out;
     }
+
+    if ((rc = maybe_compact(&t, err)))
+        goto out;
 
     struct model_client_config mc = {
         .base_url = cfg->base_url,
