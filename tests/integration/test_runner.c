@@ -1130,3 +1130,174 @@ TEST_T(snapshots_compact_and_resume_exactly, 180)
     ASSERT_EQ_INT(runs, TURNS);
     env_stop(&e);
 }
+
+/* ---- size limits: what etcd would refuse is never sent ----------------- */
+
+/* A text of n bytes cycling through the alphabet (JSON-safe), starting
+ * with a marker found nowhere else ("#<first>-begin"). */
+static char *alphabet(size_t n, char first)
+{
+    char *t = xmalloc(n + 1);
+    for (size_t i = 0; i < n; i++)
+        t[i] = (char)('a' + (first - 'a' + i) % 26);
+    memcpy(t, "#?-begin", 8);
+    t[1] = first;
+    t[n] = 0;
+    return t;
+}
+
+/* True when hay holds text (found through its marker: strstr of a long
+ * periodic needle is far too slow). */
+static bool holds(const char *hay, const char *text)
+{
+    char mark[9];
+    memcpy(mark, text, 8);
+    mark[8] = 0;
+    const char *at = strstr(hay, mark);
+    return at && strncmp(at, text, strlen(text)) == 0;
+}
+
+struct sizes {
+    size_t max_value, nkeys, bytes;
+};
+
+/* Every key of a session: the largest value, the count, key+value bytes. */
+static void session_sizes(struct env *e, const char *uid, struct sizes *ret)
+{
+    const char *eps[] = {e->etcd.url};
+    struct etcd *c = NULL;
+    struct tern_err err = {0};
+    struct etcd_range_resp rr = {0};
+    char *p = xasprintf("/tern/v1/s/%s/", uid);
+    char *end = xasprintf("/tern/v1/s/%s0", uid), *from = xstrdup(p);
+    if (etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1}, &c, &err))
+        th_fail(__FILE__, __LINE__, "etcd: %s", err.msg);
+    memset(ret, 0, sizeof *ret);
+    for (bool more = true; more;) { /* pages small enough for one reply */
+        if (etcd_range(c, &(struct etcd_range_req){.keys = {.key = from, .range_end = end},
+                                                    .limit = 8},
+                       &rr, &err))
+            th_fail(__FILE__, __LINE__, "range %s: %s", p, err.msg);
+        for (size_t i = 0; i < rr.nkvs; i++) {
+            if (rr.kvs[i].value_len > ret->max_value)
+                ret->max_value = rr.kvs[i].value_len;
+            ret->bytes += strlen(rr.kvs[i].key) + rr.kvs[i].value_len;
+        }
+        ret->nkeys += rr.nkvs;
+        more = rr.more && rr.nkvs;
+        if (more) {
+            free(from);
+            from = xasprintf("%s\x01", rr.kvs[rr.nkvs - 1].key);
+        }
+        etcd_range_resp_done(&rr);
+    }
+    etcd_free(c);
+    free(p);
+    free(end);
+    free(from);
+}
+
+/* The last line of a file (owned), read whole whatever its size. */
+static char *last_line(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char *line = NULL, *keep = NULL;
+    size_t cap = 0;
+    ssize_t k;
+    while ((k = getline(&line, &cap, f)) > 0) {
+        free(keep);
+        keep = xstrndup(line, (size_t)k);
+    }
+    free(line);
+    fclose(f);
+    return keep;
+}
+
+TEST_T(large_bodies_stay_under_the_etcd_request_limit, 180)
+{
+    /* a 50 MiB command output, a 3 MiB file write and an answer near the
+     * model client's 4 MiB response bound, against an etcd that refuses
+     * requests over 1.5 MiB (its default) */
+    size_t wlen = 3u << 20, alen = (size_t)(3.8 * (1 << 20));
+    char *wtext = alphabet(wlen, 'a'), *atext = alphabet(alen, 'q');
+    struct buf sc;
+    buf_init(&sc, 16u << 20);
+    buf_printf(&sc,
+               "{\"steps\":["
+               "{\"reply\":{\"toolCalls\":[{\"name\":\"exec_command\",\"arguments\":{\"cmd\":"
+               "\"head -c 52428800 /dev/zero | tr '\\\\\\\\0' x; echo; echo tail-of-output\","
+               "\"cwd\":null,\"timeoutMs\":null}}]}},"
+               "{\"reply\":{\"toolCalls\":[{\"name\":\"write_file\",\"arguments\":{\"path\":"
+               "\"working/big.txt\",\"content\":\"%s\",\"append\":null}}]}},"
+               "{\"reply\":{\"content\":\"%s\"}},"
+               "{\"reply\":{\"content\":\"second turn\"}}]}",
+               wtext, atext);
+    struct env e;
+    env_start(&e, buf_str(&sc));
+    buf_done(&sc);
+    /* (the fake model counts ~1M tokens for these bodies: a limit to lift) */
+    write_spec(&e, "big", "\"permissions\":{\"tools\":[\"exec_command\",\"write_file\"]},"
+                          "\"limits\":{\"maxTokens\":100000000}");
+    ASSERT_EQ_INT(run_runner(&e, "big", 1, NULL), 0);
+    struct evs v;
+    read_journal(&e, "big", &v);
+    ASSERT_EQ_STR(outcome(&v), "completed");
+    /* the answer is replayed exactly, from chunks */
+    ASSERT_EQ_INT(strlen(answer(&v)), alen);
+    ASSERT_TRUE(strcmp(answer(&v), atext) == 0); /* (not ASSERT_EQ_STR: 3.8 MiB) */
+    /* the 50 MiB output: sandboxd kept 1 MiB, the journal 32 KiB */
+    const cJSON *exec_res = NULL;
+    for (size_t i = 0; i < v.n; i++)
+        if (strcmp(v.type[i], "tool_result") == 0 && !exec_res)
+            exec_res = v.data[i];
+    ASSERT_NOT_NULL(exec_res);
+    ASSERT_CMP_INT(strlen(str(exec_res, "output")), <=, TERN_RUNNER_MAX_OUTPUT + 64);
+    ASSERT_CONTAINS(str(exec_res, "output"), "[output truncated]");
+    /* the 3 MiB write reached the workspace whole */
+    char path[400];
+    snprintf(path, sizeof path, "%s/working/big.txt", e.ws);
+    char *got = read_text(path);
+    ASSERT_NOT_NULL(got);
+    ASSERT_EQ_INT(strlen(got), wlen);
+    ASSERT_TRUE(strcmp(got, wtext) == 0);
+    free(got);
+    /* nothing stored is over a value etcd takes; the big ones are chunks */
+    struct sizes sz;
+    session_sizes(&e, "big", &sz);
+    ASSERT_CMP_INT(sz.max_value, <=, TERN_JOURNAL_CHUNK);
+    ASSERT_CMP_INT(sz.nkeys, >, v.n + 10);
+    printf("    large bodies: %zu events in %zu keys, %.1f MiB, largest value %zu bytes\n", v.n,
+           sz.nkeys, sz.bytes / 1048576.0, sz.max_value);
+    evs_done(&v);
+    /* the next turn replays it all (chunks reassembled, hashes checked) and
+     * sends the model exactly what it said: through a snapshot, too */
+    cJSON *d = cJSON_CreateObject();
+    json_add_string(d, "source", "spec.messages");
+    json_add_int64(d, "index", 0);
+    json_add_string(d, "text", "and now?");
+    append_event(&e, "big", JOURNAL_EV_USER_MESSAGE, d);
+    const char *extra[] = {"TERN_SNAPSHOT_EVENTS=5", NULL};
+    ASSERT_EQ_INT(run_runner(&e, "big", 2, extra), 0);
+    char lp[400];
+    snprintf(lp, sizeof lp, "%s/runner.log", e.dir);
+    char *lg = read_text(lp);
+    printf("%s\n", lg);
+    free(lg);
+    read_journal(&e, "big", &v); /* from seq 1: the first snapshot keeps the history */
+    ASSERT_TRUE(strcmp(answer(&v), "second turn") == 0);
+    ASSERT_EQ_INT(count(&v, "snapshot"), 1);
+    evs_done(&v);
+    char *req = last_line(e.record);
+    ASSERT_NOT_NULL(req);
+    ASSERT_TRUE(holds(req, atext));
+    ASSERT_TRUE(holds(req, wtext)); /* the write's arguments, as the model sent them */
+    ASSERT_CONTAINS(req, "and now?");
+    free(req);
+    session_sizes(&e, "big", &sz);
+    ASSERT_CMP_INT(sz.max_value, <=, TERN_JOURNAL_CHUNK);
+    free(wtext);
+    free(atext);
+    env_stop(&e);
+}

@@ -52,6 +52,15 @@ cJSON *journal__event_json(const struct journal_event *ev, bool with_data);
  * carries the hash of its data's JSON text). */
 void journal__sha256_hex(const void *p, size_t n, char out[65]);
 
+/* ---- read.c (chunks) ---------------------------------------------------- */
+
+/* Calls fn for each chunk kv of event seq's chunk set id, in key order,
+ * reading a few chunks per request (a whole set could exceed what one
+ * reply may hold). Stops at fn's first non-zero return (returned). */
+int journal__each_chunk(struct etcd *c, const char *prefix, uint64_t seq, const char *id,
+                        int (*fn)(void *ctx, const struct etcd_kv *kv), void *ctx,
+                        struct tern_err *err);
+
 /* ---- keys.c ------------------------------------------------------------ */
 
 /* True for a session uid: 1..TERN_JOURNAL_MAX_UID of [A-Za-z0-9._-], not "."
