@@ -7,9 +7,9 @@
  * state is at a clean boundary (no model request open, every tool call of
  * the last response answered, no deferred user message, no turn half
  * done), it appends a `snapshot` event (journal_compact) whose data.state
- * is snapshot_encode(state), and drops the events before the previous
- * snapshot (journal_drop_before): the journal keeps the latest snapshot,
- * the one before it and the events since that one. A runner replays from
+ * is snapshot_encode(state), and drops the events before it
+ * (journal_drop_before): the journal keeps the latest snapshot and the
+ * events since. A runner replays from
  * the latest snapshot (JOURNAL_FROM_SNAPSHOT): snapshot_decode rebuilds
  * the state, then the events after it are folded as usual, so the state
  * (and every request sent to the model) is exactly the one an uncompacted

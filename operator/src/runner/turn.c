@@ -194,9 +194,9 @@ static cJSON *obj(void)
 
 /* Compaction (runner/snapshot.h) at the start of a turn that has not
  * started: a snapshot of the state once enough events came since the last
- * one, then the events before the previous snapshot are dropped. A state
- * too large for an event is left uncompacted; a failed drop leaves old
- * events behind, which costs space, not correctness. */
+ * one, then the events before it are dropped (a failed drop leaves old
+ * events behind until the next snapshot's drop, which costs space, not
+ * correctness). A state too large for an event is left uncompacted. */
 static int maybe_compact(struct turn *t, struct tern_err *err)
 {
     uint64_t prev = journal_summary(t->j)->snapshot_seq;
@@ -219,9 +219,9 @@ static int maybe_compact(struct turn *t, struct tern_err *err)
     cJSON *empty = obj();
     rc = fold(t, seq, "snapshot", journal_summary(t->j)->turn, NULL, empty, NULL, err);
     cJSON_Delete(empty);
-    if (rc == 0 && prev) {
+    if (rc == 0) {
         struct tern_err e2 = {0};
-        journal_drop_before(t->j, prev, &e2);
+        journal_drop_before(t->j, seq, &e2);
     }
     return rc;
 }
