@@ -54,7 +54,8 @@ static int put(struct sim *m, const char *type, int64_t turn, const char *key, c
 static int compact(struct sim *m, int64_t turn)
 {
     uint64_t prev = journal_summary(m->j)->snapshot_seq;
-    if (m->s.turn >= turn || !snapshot_due(&m->s, prev, m->o->snapshot_every))
+    bool started = m->s.turn > turn || (m->s.turn == turn && m->s.turn_started);
+    if (started || !snapshot_due(&m->s, prev, m->o->snapshot_every))
         return 0;
     cJSON *st = snapshot_encode(&m->s);
     uint64_t seq = 0;
@@ -284,6 +285,12 @@ static int measure(struct sim *m, int turn, double since, int turns_since, struc
     p->snapshots = m->snapshots;
     p->ms_per_turn = turns_since ? (mono_ms() - since) / turns_since : 0;
     db_size(m->o->etcd_url, &p->db_size, &p->db_in_use);
+    p->db_in_use_compacted = p->db_in_use;
+    int64_t rev = 0, dummy = 0;
+    if (m->o->keep_revisions > 0 && etcd_revision(m->c, &rev, m->err) == 0 &&
+        rev > m->o->keep_revisions &&
+        etcd_compact(m->c, rev - m->o->keep_revisions, true, m->err) == 0)
+        db_size(m->o->etcd_url, &dummy, &p->db_in_use_compacted);
     int rc = keyspace(m, p);
     if (rc == 0)
         rc = replay_check(m, p);

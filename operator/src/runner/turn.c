@@ -200,8 +200,8 @@ static cJSON *obj(void)
 static int maybe_compact(struct turn *t, struct tern_err *err)
 {
     uint64_t prev = journal_summary(t->j)->snapshot_seq;
-    if (t->s.turn >= t->cfg->turn ||
-        !snapshot_due(&t->s, prev, (uint64_t)t->cfg->snapshot_events))
+    bool started = t->s.turn > t->cfg->turn || (t->s.turn == t->cfg->turn && t->s.turn_started);
+    if (started || !snapshot_due(&t->s, prev, (uint64_t)t->cfg->snapshot_events))
         return 0;
     if (t->lock && journal_lock_lost(t->lock))
         return err_set(err, TERN_EFENCED, "turn lock lost (lease expired)");
