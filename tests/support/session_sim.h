@@ -37,6 +37,9 @@ struct sim_point {
     size_t max_value;         /* the largest value stored */
     int64_t db_size;          /* etcd's backend size (maintenance status) */
     int64_t db_in_use;        /* of which in use (etcd 3.4+; 0 if not given) */
+    int64_t db_in_use_compacted; /* in use after etcd's revision compaction
+                                  * (opts.keep_revisions, as the chart's
+                                  * auto-compaction does every 5 minutes) */
     double ms_per_turn;       /* wall time per turn since the last point */
     size_t replay_events;     /* events a runner starting now would fold */
     double replay_ms;         /* and how long its open + replay takes */
@@ -50,6 +53,8 @@ struct sim_opts {
     uint64_t snapshot_every; /* TERN_SNAPSHOT_EVENTS; 0 = no compaction */
     size_t output_bytes;   /* tool output per turn (the runner journals at most 32 KiB) */
     int report_every;      /* turns between measurements (0 = only at the end) */
+    int64_t keep_revisions; /* > 0: compact etcd to revision - keep_revisions at each
+                             * measurement, as --auto-compaction-mode=revision does */
     void (*report)(void *ctx, const struct sim_point *p);
     void *ctx;
 };
