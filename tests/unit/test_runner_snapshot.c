@@ -184,3 +184,30 @@ TEST(malformed_snapshots_are_refused)
     cJSON_Delete(j);
     replay_state_done(&s);
 }
+
+TEST(a_large_conversation_is_snapshotted_less_often)
+{
+    struct replay_state s;
+    replay_state_init(&s);
+    char *big = xmalloc(200001);
+    memset(big, 'x', 200000);
+    big[200000] = 0;
+    chat_conv_add(&s.conv, CHAT_USER, big);
+    free(big);
+    size_t est = snapshot_size_estimate(&s);
+    cJSON *j = snapshot_encode(&s);
+    char *t = json_print(j);
+    /* the estimate is close to what the encoding weighs */
+    ASSERT_CMP_INT(est, >=, strlen(t) * 9 / 10);
+    ASSERT_CMP_INT(est, <=, strlen(t) * 11 / 10 + 1024);
+    free(t);
+    cJSON_Delete(j);
+    /* 200 KB of state: one snapshot per ~195 events at least, even when
+     * every says 1 */
+    s.last_seq = 100;
+    ASSERT_FALSE(snapshot_due(&s, 0, 1));
+    s.last_seq = est / SNAPSHOT_BYTES_PER_EVENT + 1;
+    ASSERT_TRUE(snapshot_due(&s, 0, 1));
+    ASSERT_FALSE(snapshot_due(&s, 10, 1));
+    replay_state_done(&s);
+}

@@ -8,9 +8,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+size_t snapshot_size_estimate(const struct replay_state *s)
+{
+    size_t n = 512;
+    for (size_t i = 0; i < s->conv.n; i++) {
+        const struct chat_msg *m = &s->conv.msgs[i];
+        n += 48 + (m->content ? strlen(m->content) : 0);
+        for (size_t k = 0; k < m->ncalls; k++)
+            n += 64 + strlen(m->calls[k].id) + strlen(m->calls[k].name) +
+                 strlen(m->calls[k].arguments);
+    }
+    return n;
+}
+
 bool snapshot_due(const struct replay_state *s, uint64_t snapshot_seq, uint64_t every)
 {
     if (every == 0 || s->last_seq < snapshot_seq + every)
+        return false;
+    uint64_t by_size = snapshot_size_estimate(s) / SNAPSHOT_BYTES_PER_EVENT;
+    if (s->last_seq < snapshot_seq + by_size)
         return false;
     if (s->request_open || s->ndeferred || (s->turn_started && !s->turn_finished))
         return false;

@@ -41,8 +41,20 @@
 
 #define SNAPSHOT_STATE_VERSION 1
 
-/* True when s is at a clean boundary and at least every events were
- * folded since the snapshot at snapshot_seq (0 = none). every == 0: never. */
+/* A snapshot rewrites the whole conversation, so a long one is snapshotted
+ * less often: the interval is at least one event per this many bytes of
+ * state. That keeps what snapshots write at about one kilobyte per event
+ * appended, and what etcd's revision history holds (the chart keeps 10,000
+ * revisions) at a couple of snapshots, however long the conversation. */
+#define SNAPSHOT_BYTES_PER_EVENT 1024
+
+/* A cheap estimate of snapshot_encode(s)'s size in bytes (the texts of the
+ * conversation plus a fixed overhead per message), without encoding it. */
+size_t snapshot_size_estimate(const struct replay_state *s);
+
+/* True when s is at a clean boundary and at least max(every, estimated
+ * state size / SNAPSHOT_BYTES_PER_EVENT) events were folded since the
+ * snapshot at snapshot_seq (0 = none). every == 0: never. */
 bool snapshot_due(const struct replay_state *s, uint64_t snapshot_seq, uint64_t every);
 
 /* The state as data.state (a new tree). Pure. */
