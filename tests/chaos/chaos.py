@@ -55,8 +55,22 @@ def make_tier(name, workdir, args, log):
                                     kills=args.kills, log=log)
     import cluster_tier
     return cluster_tier.ClusterTier(os.path.join(workdir, name), cluster=name,
-                                    sessions=max(2, args.sessions // 2),
-                                    kills=max(4, args.kills // 2), log=log)
+                                    sessions=args.cluster_sessions, kills=args.cluster_kills,
+                                    log=log)
+
+
+def per_tier(spec, conv):
+    """"N" -> N for every tier; "local=N,kube=M" -> per tier (0 elsewhere)."""
+    if "=" not in spec:
+        v = conv(spec)
+        return lambda tier: v
+    m = {}
+    for part in spec.split(","):
+        k, _, v = part.partition("=")
+        if k not in ("local", "terndev", "kube"):
+            raise ValueError("unknown tier %s in %s" % (k, spec))
+        m[k] = conv(v)
+    return lambda tier: m.get(tier, conv("0"))
 
 
 def describe(trial):
@@ -72,17 +86,26 @@ def describe(trial):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tier", default="local", help="local, terndev, kube, all, or a list")
-    ap.add_argument("--kill-points", type=int, default=0,
-                    help="stop a tier once this many kill points landed (0: only the budget)")
-    ap.add_argument("--budget", type=float, default=120, help="seconds per tier")
+    ap.add_argument("--kill-points", default="0",
+                    help="stop a tier once this many kill points landed (0: only the budget); "
+                         "N for every tier, or TIER=N,... per tier")
+    ap.add_argument("--budget", default="120",
+                    help="seconds per tier (no new trial after it): N, or TIER=N,...")
     ap.add_argument("--sessions", type=int, default=6, help="sessions per local trial")
     ap.add_argument("--kills", type=int, default=10, help="random kills per local trial")
+    ap.add_argument("--cluster-sessions", type=int, default=4, help="sessions per cluster trial")
+    ap.add_argument("--cluster-kills", type=int, default=8, help="kills per cluster trial")
     ap.add_argument("--seed", type=int, default=None, help="run this one trial again")
     ap.add_argument("--campaign-seed", type=int, default=None,
                     help="derive the trials' seeds from this (default: the clock)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args(argv)
     tiers = ["local", "terndev", "kube"] if args.tier == "all" else args.tier.split(",")
+    try:
+        want_points = per_tier(args.kill_points, int)
+        budgets = per_tier(args.budget, float)
+    except ValueError as e:
+        ap.error(str(e))
     for t in tiers:
         if t not in ("local", "terndev", "kube"):
             ap.error("unknown tier %s" % t)
@@ -133,9 +156,9 @@ def main(argv):
                     log("    error: " + trial.error)
                 if args.seed is not None:
                     break
-                if args.kill_points and points >= args.kill_points:
+                if want_points(name) and points >= want_points(name):
                     break
-                if time.monotonic() - t0 > args.budget:
+                if time.monotonic() - t0 > budgets(name):
                     break
             log("%s: %d kill points in %.0f s" % (name, points, time.monotonic() - t0))
         except Exception as e:

@@ -319,32 +319,36 @@ class ClusterTier:
         if self.cluster == "kube":
             targets.append("node")
             weights.append(1)
-        horizon = max(20.0, self.ref_seconds * 1.5)
-        plan = sorted((rng.uniform(2, horizon), rng.choices(targets, weights)[0],
-                       rng.choice(names), rng.uniform(0.2, 2.0)) for _ in range(self.kills))
-        # at most two kills of what every session depends on, so that a Job's
-        # retries (backoffLimit 4) are not all spent on them
-        shared = 0
+        # kills land while the sessions run: after a random gap each, until
+        # the trial's count is reached or every session has settled
+        gap = max(1.0, self.ref_seconds / 2)
+        shared = 0  # at most two kills of what every session depends on, so
+                    # that a Job's retries (backoffLimit 4) are not all spent
         result = {}
         driver = threading.Thread(target=lambda: result.update(
             self.drive(names, time.monotonic() + 600)), daemon=True)
         driver.start()
-        for at, target, name, pause in plan:
-            delay = at - (time.monotonic() - t0)
-            if delay > 0:
-                time.sleep(delay)
+        for _ in range(self.kills):
+            time.sleep(rng.uniform(0.3, gap))
+            target = rng.choices(targets, weights)[0]
+            name, pause = rng.choice(names), rng.uniform(0.2, 2.0)
             if not driver.is_alive():
                 break
             now = time.monotonic() - t0
             try:
-                if target == "runner":
-                    for n in [name] + [x for x in names if x != name]:
-                        if self.kill_runner(n):
-                            trial.kills.append((now, "runner", n))
-                            break
-                elif target == "sandboxd":
-                    if self.kill_sandboxd(name):
-                        trial.kills.append((now, "sandboxd", name))
+                if target in ("runner", "sandboxd"):
+                    # the chosen session's, else any; a runner comes and goes,
+                    # so wait a little for one to be there
+                    kill = self.kill_runner if target == "runner" else self.kill_sandboxd
+                    order = [name] + [x for x in names if x != name]
+                    until = time.monotonic() + 4
+                    hit = None
+                    while hit is None and time.monotonic() < until and driver.is_alive():
+                        hit = next((n for n in order if kill(n)), None)
+                        if hit is None:
+                            time.sleep(0.1)
+                    if hit:
+                        trial.kills.append((time.monotonic() - t0, target, hit))
                 elif target == "operator":
                     which = self.kill_operator(pause, rng)
                     if which:
