@@ -1042,7 +1042,8 @@ TEST_T(runs_under_bubblewrap_as_a_pod_would, 60)
     snprintf(gid, sizeof gid, "%d", SANDBOX_GID);
     char *argv[] = {"/usr/bin/bwrap",
                     "--unshare-user", "--uid", uid, "--gid", gid,
-                    "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
+                    "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts",
+                    "--die-with-parent",
                     "--ro-bind", "/usr", "/usr",
                     "--ro-bind", "/etc", "/etc",
                     "--symlink", "usr/lib", "/lib",
@@ -1061,10 +1062,17 @@ TEST_T(runs_under_bubblewrap_as_a_pod_would, 60)
     s.wrapped = true;
     start_argv(&s, argv);
     struct reply r;
-    sh_exec(&s, "id -u; pwd", &r);
-    char *want = xasprintf("%d\n%s\n", SANDBOX_UID, SANDBOX_WORKSPACE);
+    /* PID 1 of its namespace, as the only process of a pod is */
+    sh_exec(&s, "id -u; pwd; cat /proc/$PPID/stat | cut -d' ' -f4", &r);
+    char *want = xasprintf("%d\n%s\n1\n", SANDBOX_UID, SANDBOX_WORKSPACE);
     ASSERT_EQ_STR(jstr(&r, "stdout"), want);
     free(want);
+    reply_done(&r);
+    /* and a detached process still goes with its command */
+    sh_exec(&s, "setsid sleep 300 & echo $! > working/bg", &r);
+    reply_done(&r);
+    sh_exec(&s, "kill -0 $(cat working/bg) 2>/dev/null && echo alive || echo gone", &r);
+    ASSERT_EQ_STR(jstr(&r, "stdout"), "gone\n");
     reply_done(&r);
     ASSERT_EQ_INT(req(&s, "PUT", "/v1/files/working/hello.txt", "hi", &r), 200);
     reply_done(&r);

@@ -365,7 +365,7 @@ static int kill_children(pid_t self)
  * the command's group. Only async-signal-safe calls: it is a fork of a
  * threaded process. */
 static _Noreturn void shim(const struct sbexec_opts *o, const char *prog, char **env, int in_r,
-                           int out_w, int err_w, int status_w, int ruleset)
+                           int out_w, int err_w, int status_w, int ruleset, pid_t parent)
 {
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
@@ -394,8 +394,8 @@ static _Noreturn void shim(const struct sbexec_opts *o, const char *prog, char *
     }
     syscall(SYS_close_range, keep[4] >= 0 ? FD_RULESET + 1 : FD_RULESET, ~0U, 0);
     fcntl(FD_STATUS, F_SETFD, FD_CLOEXEC);
-    if (getppid() == 1)
-        _exit(126); /* sandboxd died before PDEATHSIG was armed */
+    if (getppid() != parent)
+        _exit(126); /* sandboxd died before PDEATHSIG was armed (it may be PID 1) */
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     pid_t self = getpid();
     pid_t cmd = fork();
@@ -526,13 +526,14 @@ int sbexec_run(const struct sbexec_opts *o, struct sbexec_result *ret, struct te
         res.landlocked = ruleset >= 0;
     }
     int64_t t0 = now_ms();
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         rc = err_set(err, -errno, "fork: %s", strerror(errno));
         goto out;
     }
     if (pid == 0)
-        shim(o, prog, env, in[0], out[1], er[1], st[1], ruleset);
+        shim(o, prog, env, in[0], out[1], er[1], st[1], ruleset, parent);
     setpgid(pid, pid); /* also done by the shim; whichever runs first wins */
     closep(&in[0]);
     closep(&out[1]);
