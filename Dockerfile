@@ -2,6 +2,8 @@
 # kubectl-tern and tern-fakellm (the scripted model server, for demos and
 # tests/e2e/kind.sh). Build from the repository root:
 #   docker build -t ghcr.io/tern-dev/tern:0.1.0 .
+# or without Docker: make images (scripts/build-image carries out this file's
+# last stage; it accepts only the instructions used here: docs/images.md).
 FROM debian:12 AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential libcurl4-openssl-dev \

@@ -7,7 +7,8 @@
 #   make            build everything into build/
 #   make asan       the same with ASan+UBSan into build-asan/
 #   make test       install deps, lint, unit tests (normal + asan), fuzz corpus
-#                   replay, integration suites
+#                   replay, make images and make kube (with Go), integration
+#                   suites, the end-to-end ones on both clusters
 #   make fuzz       libFuzzer targets (clang) into build-fuzz/
 #   make valgrind   unit tests under valgrind
 #   make demo       the end-to-end demo (see README); CLUSTER=kube runs it on
@@ -20,6 +21,7 @@
 #   make kube       the real Kubernetes control plane (etcd, kube-apiserver,
 #                   kube-controller-manager, kube-scheduler) and helm, built
 #                   from the pinned Go modules of tests/kube/ into build/kube/bin
+#   make images     OCI image archives into build/images/ (docs/images.md)
 
 CC       ?= cc
 O        ?= build
@@ -59,7 +61,7 @@ REPLAY_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(O)/tests/replay/%)
 BENCH_SRCS := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(O)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all asan fuzz test unit deps lint valgrind demo clean format bench kube chaos
+.PHONY: all asan fuzz test unit deps lint valgrind demo clean format bench kube images images-deps chaos
 .DEFAULT_GOAL := all
 
 all: $(ALL_LIBS) $(CMD_BINS) $(FAKE_BINS) $(UNIT_BINS) $(INTEG_BINS) $(REPLAY_BINS) $(BENCH_BINS)
@@ -134,12 +136,14 @@ unit: all
 
 # make test: every suite; tests/run-suites prints the closing total line.
 # The real control plane is built when Go is there (tests/run-suites says
-# so on one line when it is not, and runs the rest).
-test: deps
+# so on one line when it is not, and runs the rest); the images always
+# (their tools are Debian packages, installed by images-deps).
+test: deps images-deps
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory asan
 	@if command -v go >/dev/null 2>&1; then tests/kube/build build/kube/bin; fi
+	@$(MAKE) --no-print-directory images
 	@tests/run-suites all
 
 kube:
@@ -165,6 +169,35 @@ CLUSTER ?= terndev
 demo: deps all
 	@if [ "$(CLUSTER)" = kube ]; then tests/kube/build build/kube/bin; fi
 	@TERN_CLUSTER=$(CLUSTER) scripts/demo
+
+# Images (docs/images.md): the tern image from ./Dockerfile and one
+# tern-sandbox-<name> image per sandbox-images/<name>/Dockerfile, built by
+# scripts/build-image from Debian packages (mmdebstrap, umoci) and the
+# binaries of this build; no Docker engine. Named as the chart deploys them:
+# $(IMAGE_REGISTRY)/<image>:<the chart's appVersion>.
+VERSION        := $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/tern/Chart.yaml)
+IMAGE_REGISTRY ?= ghcr.io/tern-dev
+IMAGE_DIR      := $(O)/images
+SANDBOX_IMAGES := $(notdir $(wildcard sandbox-images/*))
+IMAGES         := tern $(SANDBOX_IMAGES:%=tern-sandbox-%)
+IMAGE_ARCHIVES := $(IMAGES:%=$(IMAGE_DIR)/%-$(VERSION).oci.tar)
+BUILD_IMAGE     = $(Q)scripts/build-image --ref $(IMAGE_REGISTRY)/$(1):$(VERSION) \
+                  --bin-dir $(O)/bin --cache-dir $(IMAGE_DIR)/cache --out $@ --dockerfile
+
+images: $(IMAGE_ARCHIVES)
+
+images-deps:
+	@scripts/install-deps images
+
+$(IMAGE_ARCHIVES): scripts/build-image $(CMD_BINS) $(FAKE_BINS) | images-deps
+
+$(IMAGE_DIR)/tern-$(VERSION).oci.tar: Dockerfile
+	@mkdir -p $(dir $@)
+	$(call BUILD_IMAGE,tern) $<
+
+$(IMAGE_DIR)/tern-sandbox-%-$(VERSION).oci.tar: sandbox-images/%/Dockerfile
+	@mkdir -p $(dir $@)
+	$(call BUILD_IMAGE,tern-sandbox-$*) $<
 
 format:
 	clang-format -i $$(find operator terndev tests bench -name '*.[ch]')

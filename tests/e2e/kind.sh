@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # The demo scenario on a real Kubernetes cluster: kind + Helm + Docker.
-# It cannot run on Tern's development machines (no Docker engine there); run
-# it where `docker`, `kind`, `helm` and `kubectl` work:
+# It cannot run on Tern's development machines (no Docker engine there, which
+# kind needs); run it as root (make images) where `docker`, `kind`, `helm`
+# and `kubectl` work:
 #   tests/e2e/kind.sh            # creates cluster "tern-e2e", deletes it at the end
 #   KEEP=1 tests/e2e/kind.sh     # keeps the cluster for poking around
-# Steps: build the tern and sandbox images, load them into kind, helm install
+# Steps: build the tern and sandbox images (make images: OCI archives, no
+# Docker needed for that part), load them into kind, helm install
 # charts/tern, run the scripted model server in the cluster, apply the demo
 # session, approve its `git push`, wait for Completed, collect logs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CLUSTER=${CLUSTER:-tern-e2e}
 NS=tern-system
-TAG=e2e
+TAG=$(sed -n 's/^appVersion: *"*\([^"]*\)"*$/\1/p' charts/tern/Chart.yaml)
 logs=$(mktemp -d /tmp/tern-kind-XXXXXX)
 for tool in docker kind helm kubectl; do
     command -v "$tool" >/dev/null || { echo "kind.sh needs $tool on PATH" >&2; exit 2; }
@@ -27,13 +29,12 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== building images"
-docker build -t ghcr.io/tern-dev/tern:$TAG .
-docker build -f sandbox-images/python/Dockerfile -t ghcr.io/tern-dev/tern-sandbox-python:$TAG .
+make -j2 images
 
 echo "== kind cluster $CLUSTER"
 kind create cluster --name "$CLUSTER" --wait 120s
-kind load docker-image --name "$CLUSTER" ghcr.io/tern-dev/tern:$TAG \
-    ghcr.io/tern-dev/tern-sandbox-python:$TAG
+kind load image-archive --name "$CLUSTER" build/images/tern-$TAG.oci.tar
+kind load image-archive --name "$CLUSTER" build/images/tern-sandbox-python-$TAG.oci.tar
 
 echo "== helm install"
 kubectl create namespace "$NS"

@@ -256,12 +256,25 @@ def step_demo_session(r):
     contains(s["status"]["result"]["summary"], "pushed", "result")
 
 
+def subprocess_tern(t, *args):
+    import subprocess
+    env = dict(os.environ, HOME=t.home, KUBECONFIG=t.kubeconfig,
+               PATH=ternlocal.BIN + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+    return subprocess.run([ternlocal.KUBECTL, "tern", *args], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
 def step_fork_and_events(r):
     t = r.t
     # a rejected approval, twice with the same note: one Event, then its
-    # series is patched (the recorder flushes at the latest at shutdown)
+    # series is patched (the recorder flushes at the latest at shutdown).
+    # kubectl tern refuses a wrong id itself, so the annotation is set
+    # directly, as another client could
+    r0 = subprocess_tern(t, "approve", "demo", "ap-stale", "-n", NS)
+    eq(r0.returncode, 1, "kubectl tern approve refuses an id that is not pending")
     for _ in range(2):
-        t.tern("approve", "demo", "ap-stale", "-n", NS)
+        t.kubectl("annotate", "--overwrite", "agentsession", "demo", "-n", NS,
+                  "tern.dev/approve=ap-stale")
         annotation_gone(t, "demo", "tern.dev/approve")
     out = t.tern("fork", "demo", "demo-alt", "-n", NS)
     contains(out, "demo-alt", "kubectl tern fork")
@@ -345,13 +358,18 @@ def step_excess_runner(r):
     excess(r, RUNNER_USER, os.path.join(ROOT, "deploy", "runner-rbac.yaml"))
 
 
+def operator_role(t):
+    """The operator's ClusterRole twice, ready to apply: one to edit, one to
+    put back."""
+    role = t.get_json("clusterrole", "tern-operator")
+    for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+        role["metadata"].pop(k, None)
+    return role, copy.deepcopy(role)
+
+
 def step_missing_rule(r):
     t = r.t
-    role = t.get_json("clusterrole", "tern-operator")
-    original = copy.deepcopy(role)
-    for m in (role, original):
-        for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
-            m["metadata"].pop(k, None)
+    role, original = operator_role(t)
     n = 0
     for rule in role["rules"]:
         if rule["apiGroups"] == ["batch"] and "jobs" in rule["resources"]:
@@ -409,11 +427,7 @@ def step_finalizers_rule_needed(r):
     refuses the session's children, with a Warning Event; with it back the
     session runs its turn."""
     t = r.t
-    role = t.get_json("clusterrole", "tern-operator")
-    original = copy.deepcopy(role)
-    for m in (role, original):
-        for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
-            m["metadata"].pop(k, None)
+    role, original = operator_role(t)
     before = len(role["rules"])
     role["rules"] = [x for x in role["rules"] if x.get("resources") != ["agentsessions/finalizers"]]
     eq(len(role["rules"]), before - 1, "one agentsessions/finalizers rule")

@@ -682,8 +682,8 @@ TEST_T(two_runners_on_one_turn, 60)
     snprintf(pa, sizeof pa, "%s/runner-a.log", e.dir);
     snprintf(pb, sizeof pb, "%s/runner-b.log", e.dir);
     char *la = read_text(pa), *lb = read_text(pb);
-    bool a_idle = strstr(la, "\"steps\":\"0\"") != NULL;
-    bool b_idle = strstr(lb, "\"steps\":\"0\"") != NULL;
+    bool a_idle = strstr(la, "\"steps\":0,") != NULL;
+    bool b_idle = strstr(lb, "\"steps\":0,") != NULL;
     ASSERT_TRUE(a_idle != b_idle);
     ASSERT_EQ_INT(count_lines(e.record), 4);
     free(la);

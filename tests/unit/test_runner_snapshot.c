@@ -40,7 +40,7 @@ static const struct evdef SESSION[] = {
     {"approval_requested", 1, "{\"id\":\"ap-1\",\"callId\":\"c2\",\"tool\":\"exec_command\"}"},
     {"turn_finished", 1, "{\"outcome\":\"approval_requested\"}"},
     {"user_message", 0, "{\"source\":\"spec.messages\",\"index\":0,\"text\":\"also docs\"}"},
-    {"approval_decided", 0, "{\"id\":\"ap-1\",\"decision\":\"approved\"}"},
+    {"approval_decided", 0, "{\"id\":\"ap-1\",\"decision\":\"approved\",\"reason\":\"fine by me\"}"},
     {"turn_started", 2, "{\"turn\":2}"},
     {"tool_call", 2, "{\"callId\":\"c2\",\"tool\":\"exec_command\",\"approvalId\":\"ap-1\"}"},
     {"tool_result", 2, "{\"callId\":\"c2\",\"status\":\"completed\",\"output\":\"pushed \xc3\xa9\"}"},
@@ -116,6 +116,10 @@ TEST(a_snapshot_at_every_boundary_resumes_exactly)
         if (strcmp(got, want) != 0)
             th_fail(__FILE__, __LINE__, "resumed at %zu:\n%s\nreference:\n%s", k, got, want);
         ASSERT_EQ_INT(r.conv.n, ref.conv.n);
+        ASSERT_EQ_INT(r.ndecided, ref.ndecided);
+        for (size_t i = 0; i < r.ndecided; i++)
+            ASSERT_EQ_STR(r.decided_reasons[i], ref.decided_reasons[i]);
+        ASSERT_EQ_STR(r.limit_name, ref.limit_name);
         free(got);
         free(again);
         free(snap);

@@ -1,5 +1,7 @@
-/* The sandbox images agree with the constants the operator puts in the pod
- * spec (operator/src/sandbox/sandbox_contract.h): port, user, paths, flags.
+/* The sandbox images' Dockerfiles agree with the constants the operator puts
+ * in the pod spec (operator/src/sandbox/sandbox_contract.h): port, user,
+ * paths, flags. `make images` builds the images from these same Dockerfiles;
+ * tests/integration/test_images.c runs what it builds (docs/images.md).
  * Runs from the repository root (tests/run-suites does). */
 #include "harness.h"
 

@@ -64,6 +64,9 @@
 #define TERN_RUNNER_MAX_EVENTS     (1u << 20)  /* events replayed for one session */
 #define TERN_RUNNER_MAX_SANDBOX_BODY (16u << 20) /* one sandboxd response */
 #define TERN_RUNNER_MAX_ARTIFACTS  100         /* output/ files listed in turn_finished */
+#define TERN_APPROVAL_MAX_REASON   1024        /* an approver's reason (tern.dev/reason) */
+#define TERN_RUNNER_MAX_DETAIL     512         /* model error / refusal text in a turn's end */
+#define TERN_TERMINATION_MAX       4096        /* a container's termination message (kubelet's) */
 
 /* etcd client (etcd module) */
 #define TERN_ETCD_MAX_ENDPOINTS    16
@@ -83,6 +86,7 @@
 #define TERN_SANDBOX_MAX_EXEC_BODY   (4u << 20)  /* POST /v1/exec JSON body */
 #define TERN_SANDBOX_MAX_ARGV        4096        /* argv entries */
 #define TERN_SANDBOX_MAX_ENV         256         /* env additions */
+#define TERN_SANDBOX_MAX_ENV_VALUE   (64u << 10) /* a variable sandboxd passes on */
 #define TERN_SANDBOX_MAX_STDIN       (2u << 20)  /* "stdin" bytes */
 #define TERN_SANDBOX_MAX_OUTPUT      (1u << 20)  /* kept stdout / stderr bytes, each */
 #define TERN_SANDBOX_MAX_TIMEOUT_MS  (24LL * 3600 * 1000)
@@ -108,6 +112,7 @@
 #define TERN_JOURNAL_CHUNK         (384u << 10) /* one chunk of an oversize event */
 #define TERN_JOURNAL_MAX_UID       128
 #define TERN_JOURNAL_MAX_PAGE      10000        /* events per replay page */
+#define TERN_JOURNAL_MAX_REASON    1024         /* summary.message: why a turn ended */
 /* Kubernetes client (kube/) */
 #define TERN_KUBE_MAX_KUBECONFIG   (1u << 20)  /* a kubeconfig file */
 #define TERN_KUBE_MAX_TOKEN_FILE   (64u << 10) /* a service-account / tokenFile token */
@@ -136,6 +141,16 @@
 #define TERN_KUBELETAPI_IO_TIMEOUT_S 30          /* TLS handshake, reading the head, one write */
 #define TERN_KUBELETAPI_CHUNK        (64u << 10) /* log bytes per write */
 #define TERN_NODE_MAX_TOKEN          (64u << 10) /* a TokenRequest's token */
+
+/* tern-egress-proxy (egress/) */
+#define TERN_EGRESS_MAX_HEAD         16384       /* a proxy request's line + headers, bytes */
+#define TERN_EGRESS_MAX_HEADERS      100         /* header fields in one request */
+#define TERN_EGRESS_MAX_ADDRS        16          /* addresses kept from one name lookup */
+#define TERN_EGRESS_MAX_CONNECTIONS  4096        /* --max-connections cap */
+#define TERN_EGRESS_MAX_HOSTS_FILE   (1u << 20)  /* the static name map (--hosts-file) */
+#define TERN_EGRESS_MAX_HOSTS        4096        /* names in that map */
+#define TERN_EGRESS_MAX_RATE_KEYS    4096        /* sessions whose refusal Events are rate-limited */
+#define TERN_EGRESS_MAX_PODS         65536       /* sandbox pods / sessions indexed */
 
 /* base/glob (policy approval/writable globs, spec globs, sandboxd --writable) */
 #define TERN_GLOB_MAX_PATTERN 4096 /* one glob, bytes */

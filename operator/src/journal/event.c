@@ -30,6 +30,7 @@ static const char *const type_names[] = {
     [JOURNAL_EV_LIMIT_REACHED] = "limit_reached",
     [JOURNAL_EV_ERROR] = "error",
     [JOURNAL_EV_SNAPSHOT] = "snapshot",
+    [JOURNAL_EV_RETRY] = "retry",
 };
 #define NTYPES (sizeof type_names / sizeof type_names[0])
 

@@ -83,6 +83,7 @@ enum journal_type {
     JOURNAL_EV_LIMIT_REACHED,
     JOURNAL_EV_ERROR,
     JOURNAL_EV_SNAPSHOT, /* compaction: data {"upto", "summary", "state"} */
+    JOURNAL_EV_RETRY,    /* the operator continues a failed session: data {"reason", ...} */
 };
 
 /* "user_message" ... for a known type, NULL for UNKNOWN. */
@@ -149,6 +150,16 @@ struct journal_summary {
     char *result;           /* the last final answer (turn_finished data.summary
                              * with outcome "completed"), or NULL */
     cJSON *artifacts;       /* its data.artifacts (array of strings), or NULL */
+    /* why the last turn ended (turn_finished data; cleared by turn_started): */
+    char *reason;           /* data.reason, or NULL */
+    char *message;          /* data.message, at most TERN_JOURNAL_MAX_REASON bytes */
+    char *limit;            /* data.limit (a limit_reached outcome), or NULL */
+    int64_t limit_used, limit_max; /* data.used / data.max with it */
+    uint64_t good_seq;      /* the last event that is not part of a failure's
+                             * tail (limit_reached, error, a turn_finished whose
+                             * outcome is limit_reached/error/refused): where a
+                             * fork of a failed session starts */
+    char *first_request;    /* time of the first model_request, or NULL */
 };
 
 void journal_summary_init(struct journal_summary *s);
@@ -160,10 +171,15 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
  * model_turns++ and usage from data.usage {prompt_tokens, completion_tokens,
  * cost_micro_usd}; tool_call -> tool_calls++; approval_requested -> pending
  * = data {id, tool, summary}; approval_decided with data.id == pending id ->
- * pending cleared, last_decided = data.id; user_message and approval_decided
- * -> intent = true; turn_started -> outcome cleared, intent = false;
- * turn_finished -> outcome = data.outcome (and result/artifacts from
- * data.summary and data.artifacts when the outcome is completed); snapshot -> s replaced by data.summary. Returns 0, or
+ * pending cleared, last_decided = data.id; user_message, approval_decided
+ * and retry -> intent = true; forked_from while a copied turn had not
+ * finished (outcome NULL, turn > 0) -> intent = true (the fork continues
+ * that turn); turn_started -> outcome, reason, message and limit cleared,
+ * intent = false; turn_finished -> intent = false, outcome = data.outcome, reason/message/
+ * limit/used/max from data (and result/artifacts from data.summary and
+ * data.artifacts when the outcome is completed); model_request -> the first
+ * one's time; good_seq follows every event except a failure's tail;
+ * snapshot -> s replaced by data.summary. Returns 0, or
  * TERN_EINVALID if ev.seq is not s->last_seq + 1 (a gap or a repeat; the
  * first event of a replay that starts at a snapshot is exempt). */
 int journal_summary_apply(struct journal_summary *s, const struct journal_event *ev);

@@ -230,6 +230,15 @@ static int load_from_api(struct runner_config *c, int64_t wait_ms, struct tern_e
             rc = err_set(err, TERN_EINVALID, "AgentSession %s/%s not found", c->ns, c->session);
             goto out;
         }
+        if (rc == TERN_EAUTH) {
+            /* this pod's identity may not read its session: RBAC, a
+             * configuration error that retrying does not fix */
+            rc = err_set(err, TERN_EINVALID,
+                         "reading AgentSession %s/%s: %s (the runner's ServiceAccount needs "
+                         "get on agentsessions: deploy/runner-rbac.yaml)",
+                         c->ns, c->session, ke.message[0] ? ke.message : ke.e.msg);
+            goto out;
+        }
         if (rc) {
             rc = err_set(err, rc, "reading AgentSession %s/%s: %s", c->ns, c->session, ke.e.msg);
             goto out;
@@ -334,9 +343,14 @@ int runner_config_load(const char *(*get)(void *ctx, const char *name), void *ct
         if ((rc = env_int(get, ctx, "TERN_SANDBOX_WAIT_MS", 0, 3600000, 60000, &wait_ms, err)) ||
             (rc = load_from_api(&c, wait_ms, err)))
             goto out;
+        /* the session as it is now: a spec.model.baseURL fixed while the
+         * Job retries applies from its next attempt */
+        if (c.spec.base_url) {
+            free(c.base_url);
+            c.base_url = xstrdup(c.spec.base_url);
+        }
         if (!c.base_url)
-            c.base_url =
-                xstrdup(c.spec.base_url ? c.spec.base_url : "https://api.openai.com/v1");
+            c.base_url = xstrdup("https://api.openai.com/v1");
         *ret = c;
         c = (struct runner_config){0};
         goto out;

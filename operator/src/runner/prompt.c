@@ -18,7 +18,8 @@ char *prompt_system(const struct prompt_input *in)
              "- input/      read-only: context files for the task\n"
              "- working/    writable: scratch space\n"
              "- output/     writable: your deliverables (artifacts)\n"
-             "- task.md     read-only: the objective and follow-up messages\n"
+             "- task.md     read-only: the objective, context and references as first given "
+             "(follow-up messages come in this conversation, not in task.md)\n"
              "- simple.md   read-only: memory (notes from the team)\n"
              "- skills/     read-only: skill descriptions in markdown\n");
     if (in->nwritable) {

@@ -102,11 +102,16 @@ cJSON *snapshot_encode(const struct replay_state *s)
         cJSON_AddBoolToObject(e, "answered", c->answered);
         add_opt_string(e, "approvalId", c->approval_id);
         json_add_string(e, "decision", decision_name(c->decision));
+        add_opt_string(e, "decisionReason", c->decision_reason);
         cJSON_AddItemToArray(calls, e);
     }
     cJSON_AddBoolToObject(o, "lastFinal", s->last_final);
     cJSON_AddBoolToObject(o, "lastRefusal", s->last_refusal);
     cJSON_AddBoolToObject(o, "limitReported", s->limit_reported);
+    add_opt_string(o, "limitName", s->limit_name);
+    json_add_int64(o, "limitUsed", s->limit_used);
+    json_add_int64(o, "limitMax", s->limit_max);
+    add_opt_string(o, "lastProblem", s->last_problem);
     json_add_int64(o, "firstTimeMs", s->first_time_ms);
     add_opt_string(o, "finalText", s->final_text);
     cJSON *dec = cJSON_AddArrayToObject(o, "decided");
@@ -114,6 +119,7 @@ cJSON *snapshot_encode(const struct replay_state *s)
         cJSON *e = cJSON_CreateObject();
         json_add_string(e, "id", s->decided_ids[i]);
         json_add_string(e, "decision", decision_name(s->decided[i]));
+        add_opt_string(e, "reason", s->decided_reasons[i]);
         cJSON_AddItemToArray(dec, e);
     }
     return o;
@@ -273,23 +279,32 @@ int snapshot_decode(const cJSON *state, uint64_t seq, struct replay_state *ret,
         rc->answered = get_bool(&d, c, "answered");
         rc->approval_id = get_str(&d, c, "approvalId", true);
         rc->decision = get_decision(&d, c);
+        rc->decision_reason = get_str(&d, c, "decisionReason", true);
     }
     s.last_final = get_bool(&d, state, "lastFinal");
     s.last_refusal = get_bool(&d, state, "lastRefusal");
     s.limit_reported = get_bool(&d, state, "limitReported");
+    s.limit_name = get_str(&d, state, "limitName", true);
+    s.limit_used = get_i64(&d, state, "limitUsed");
+    s.limit_max = get_i64(&d, state, "limitMax");
+    s.last_problem = get_str(&d, state, "lastProblem", true);
     s.first_time_ms = get_i64(&d, state, "firstTimeMs");
     s.final_text = get_str(&d, state, "finalText", true);
     const cJSON *dec = get_array(&d, state, "decided");
     for (const cJSON *e = dec ? dec->child : NULL; e && d.rc == 0; e = e->next) {
         char *id = get_str(&d, e, "id", false);
         enum replay_decision v = get_decision(&d, e);
+        char *why = get_str(&d, e, "reason", true);
         if (d.rc) {
             free(id);
+            free(why);
             break;
         }
         s.decided_ids = xreallocarray(s.decided_ids, s.ndecided + 1, sizeof(char *));
         s.decided = xreallocarray(s.decided, s.ndecided + 1, sizeof *s.decided);
+        s.decided_reasons = xreallocarray(s.decided_reasons, s.ndecided + 1, sizeof(char *));
         s.decided_ids[s.ndecided] = id;
+        s.decided_reasons[s.ndecided] = why;
         s.decided[s.ndecided++] = v;
     }
 out:

@@ -22,9 +22,12 @@
  *    "modelTurns", "toolCalls", "promptTokens", "completionTokens",
  *    "costMicroUSD", "turn", "turnStarted", "turnFinished", "outcome",
  *    "modelSteps", "consecutiveBad", "calls": [{"id","name","arguments",
- *    "status","problem","started","answered","approvalId","decision"}],
- *    "lastFinal", "lastRefusal", "limitReported", "firstTimeMs",
- *    "finalText", "decided": [{"id","decision"}]}
+ *    "status","problem","started","answered","approvalId","decision",
+ *    "decisionReason"}], "lastFinal", "lastRefusal", "limitReported",
+ *    "limitName", "limitUsed", "limitMax", "lastProblem", "firstTimeMs",
+ *    "finalText", "decided": [{"id","decision","reason"}]}
+ * Every member of struct replay_state is in it: a field added there must be
+ * added here (test_runner_snapshot folds a session with all of them).
  * The conversation is bounded by what one model request may carry
  * (TERN_MODEL_MAX_REQUEST, 8 MiB), so a snapshot always fits an event's
  * data (TERN_JOURNAL_MAX_DATA, 16 MiB; stored in chunks).

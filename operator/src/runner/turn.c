@@ -71,6 +71,13 @@ static bool stopped(const struct turn *t)
     return t->stop && atomic_load(t->stop);
 }
 
+/* Records why the turn is about to fail (the first reason wins). */
+static void set_class(struct turn *t, const char *cls)
+{
+    if (!t->st.failure_class[0])
+        snprintf(t->st.failure_class, sizeof t->st.failure_class, "%s", cls);
+}
+
 /* ---- journal ----------------------------------------------------------- */
 
 static int fold(struct turn *t, uint64_t seq, const char *type, int64_t turn, const char *key,
@@ -371,8 +378,11 @@ static cJSON *response_data(struct turn *t, const struct chat_response *r,
 static int do_model_call(struct turn *t, struct tern_err *err)
 {
     int rc = build_prompt(t, err);
-    if (rc)
-        return rc; /* retryable: no model call without the whole prompt */
+    if (rc) {
+        /* retryable: no model call without the whole prompt */
+        set_class(t, "SandboxUnreachable");
+        return rc;
+    }
     struct chat_conv c;
     chat_conv_init(&c);
     chat_conv_add(&c, CHAT_SYSTEM, t->system_prompt);
@@ -413,8 +423,11 @@ static int do_model_call(struct turn *t, struct tern_err *err)
     t->st.model_ms += mono_ms() - m0;
     t->st.model_calls++;
     free(body);
-    if (rc)
-        return rc; /* transport: retryable (the request stays open in the journal) */
+    if (rc) {
+        /* transport: retryable (the request stays open in the journal) */
+        set_class(t, "ModelUnreachable");
+        return err_wrap(err, rc, "model %s", t->cfg->base_url ? t->cfg->base_url : "");
+    }
     testhook_at("model_response");
 
     if (res.status >= 200 && res.status <= 299) {
@@ -434,8 +447,9 @@ static int do_model_call(struct turn *t, struct tern_err *err)
     bool retryable = res.status == 408 || res.status == 409 || res.status == 429 ||
                      res.status >= 500;
     if (retryable && !(parsed && chat_error_is_context_length(&ae))) {
+        set_class(t, res.status == 429 ? "ModelRateLimited" : "ModelServerError");
         rc = err_set(err, TERN_EHTTP, "model: HTTP %ld after %d attempts: %s", res.status,
-                     res.attempts, parsed ? ae.message : "");
+                     res.attempts, parsed && ae.message ? ae.message : "");
         chat_api_error_done(&ae);
         model_call_result_done(&res);
         return rc;
@@ -453,13 +467,23 @@ static int do_model_call(struct turn *t, struct tern_err *err)
     const char *reason = parsed && chat_error_is_context_length(&ae)
                              ? "context_length_exceeded"
                              : "model_error";
+    /* the model's own words, for the status and the Events */
+    char *said = plan_bounded(parsed && ae.message ? ae.message : "unreadable error body",
+                              TERN_RUNNER_MAX_DETAIL);
+    char *msg = xasprintf("the model answered HTTP %ld%s%s: %s", res.status,
+                          parsed && ae.code ? " " : "", parsed && ae.code ? ae.code : "", said);
+    free(said);
     chat_api_error_done(&ae);
     model_call_result_done(&res);
-    if ((rc = append(t, "error", NULL, d, err)))
+    if ((rc = append(t, "error", NULL, d, err))) {
+        free(msg);
         return rc;
+    }
     cJSON *f = obj();
     json_add_string(f, "outcome", PLAN_OUTCOME_ERROR);
     json_add_string(f, "reason", reason);
+    json_add_string(f, "message", msg);
+    free(msg);
     return append(t, "turn_finished", NULL, f, err);
 }
 
@@ -476,9 +500,11 @@ static int do_tool_execute(struct turn *t, const struct plan *p, struct tern_err
     t->st.tool_calls++;
     if (rc) {
         free(key);
+        set_class(t, "SandboxUnreachable");
         return err_wrap(err, rc, "sandboxd"); /* retryable: same key next time */
     }
     if (r.http_status == 409 || r.http_status == 429 || r.http_status >= 500) {
+        set_class(t, r.http_status == 409 ? "SandboxBusy" : "SandboxUnreachable");
         /* busy (the first request under this key still runs) or a server
          * failure: retry later under the same key */
         rc = err_set(err, TERN_EHTTP, "sandboxd: HTTP %ld: %.200s", r.http_status,
@@ -598,6 +624,13 @@ static int perform(struct turn *t, struct plan *p, struct tern_err *err)
         json_add_string(d, "outcome", p->outcome);
         if (p->reason)
             json_add_string(d, "reason", p->reason);
+        if (p->message)
+            json_add_string(d, "message", p->message);
+        if (strcmp(p->outcome, PLAN_OUTCOME_LIMIT) == 0 && p->reason) {
+            json_add_string(d, "limit", p->reason);
+            json_add_int64(d, "used", p->limit_used);
+            json_add_int64(d, "max", p->limit_max);
+        }
         if (t->s.final_text && strcmp(p->outcome, PLAN_OUTCOME_ERROR) != 0)
             json_add_string(d, "summary", t->s.final_text);
         if (strcmp(p->outcome, PLAN_OUTCOME_COMPLETED) == 0)
@@ -715,6 +748,12 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
     }
     rc = 0;
 out:
+    if (rc && !t.st.failure_class[0])
+        set_class(&t, rc == TERN_EINVALID    ? "ConfigError"
+                      : rc == -ECANCELED     ? "Stopped"
+                      : rc == TERN_EFENCED   ? "Fenced"
+                      : rc == TERN_ECONFLICT ? "LockBusy"
+                                             : "JournalUnavailable");
     if (t.s.outcome)
         snprintf(t.st.outcome, sizeof t.st.outcome, "%s", t.s.outcome);
     if (t.lock) {
