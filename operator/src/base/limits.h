@@ -34,6 +34,8 @@
 
 /* Journal */
 #define TERN_JOURNAL_MAX_EVENT     (512u << 10) /* larger payloads are chunked */
+#define TERN_JOURNAL_MAX_RESULT    (32u << 10)  /* the final answer kept in the summary
+                                                 * (status.result.summary maxLength) */
 
 /* Errors */
 #define TERN_ERRMSG_MAX            512

@@ -58,6 +58,12 @@ struct httpc_request {
     void *ctx;
     size_t max_line;               /* 0 = TERN_HTTP_MAX_LINE */
     atomic_bool *cancel;           /* raise to abort a running request, or NULL */
+    /* tests: when set, the body is handed to the connection in two parts
+     * (the first half, then the rest) and on_upload is called in between,
+     * with the bytes handed over so far; it may stop or kill the process
+     * (a crash in the middle of an upload). */
+    void (*on_upload)(void *ctx, size_t sent, size_t total);
+    void *upload_ctx;
 };
 
 struct httpc_response {

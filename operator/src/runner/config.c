@@ -324,6 +324,11 @@ int runner_config_load(const char *(*get)(void *ctx, const char *name), void *ct
         (rc = env_int(get, ctx, "TERN_TEST_CRASH_AFTER_APPENDS", 0, 1000000, 0,
                       &c.crash_after_appends, err)))
         goto out;
+    /* compaction (runner/snapshot.h): a snapshot once this many events were
+     * appended since the last one; 0 = never */
+    if ((rc = env_int(get, ctx, "TERN_SNAPSHOT_EVENTS", 0, 100000000, 1000, &c.snapshot_events,
+                      err)))
+        goto out;
 
     if ((rc = runner_read_file(get(ctx, "TERN_SANDBOX_TOKEN_FILE"), 4096, &c.sandbox_token, err)))
         goto out;

@@ -62,6 +62,7 @@ struct runner_config {
     int64_t model_max_retries;
     int64_t max_completion_tokens;
     int64_t crash_after_appends; /* test hook; 0 = off */
+    int64_t snapshot_events;  /* TERN_SNAPSHOT_EVENTS: compact after this many events; 0 = never */
     struct runner_spec spec;
 };
 

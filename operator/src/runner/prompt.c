@@ -50,6 +50,10 @@ char *prompt_system(const struct prompt_input *in)
                 buf_putc(&b, '\n');
         }
     }
+    if (in->memory_missing && !(in->memory && *in->memory))
+        buf_puts(&b, "\n## Memory (simple.md)\nThis session has no simple.md.\n");
+    if (in->skills_missing && !in->nskills)
+        buf_puts(&b, "\n## Skills\nThis session has no skills/.\n");
     if (in->nskills) {
         buf_puts(&b, "\n## Skills (read the file before using a skill)\n");
         size_t n = in->nskills < TERN_RUNNER_MAX_SKILLS ? in->nskills : TERN_RUNNER_MAX_SKILLS;

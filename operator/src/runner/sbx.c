@@ -5,6 +5,7 @@
 #include "base/mem.h"
 #include "http/httpc.h"
 #include "json/json.h"
+#include "runner/testhook.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -71,6 +72,14 @@ static char *path_url(const struct sbx *s, const char *prefix, const char *path)
         }
     }
     return buf_steal(&b);
+}
+
+static void upload_hook(void *ctx, size_t sent, size_t total)
+{
+    (void)ctx;
+    (void)sent;
+    (void)total;
+    testhook_at("upload");
 }
 
 int sbx_call(struct sbx *s, const char *key, const struct policy_args *a, int64_t timeout_ms,
@@ -140,6 +149,7 @@ int sbx_call(struct sbx *s, const char *key, const struct policy_args *a, int64_
         .timeout_ms = (long)timeout_ms + s->extra_timeout_ms,
         .connect_timeout_ms = s->connect_timeout_ms,
         .max_body = TERN_RUNNER_MAX_SANDBOX_BODY,
+        .on_upload = a->tool == POLICY_WRITE && testhook_armed("upload") ? upload_hook : NULL,
     };
     struct httpc_response resp = {0};
     rc = httpc_do(s->http, &req, &resp, err);
@@ -328,6 +338,33 @@ out:
     return buf_steal(&b);
 }
 
+/* A write's answer says what happened: "completed", or "interrupted" when a
+ * sandbox restart cut the upload off (replayed from the record; the file
+ * may or may not have been written), never assumed from the HTTP status. */
+static char *render_write(const struct sbx_result *r, const char **ret_status)
+{
+    cJSON *j = NULL;
+    char *out;
+    const cJSON *st = NULL;
+    if (json_parse(r->body ? r->body : "", r->body_len, &j, NULL) == 0)
+        st = json_get(j, "status");
+    const char *status = cJSON_IsString(st) ? st->valuestring : NULL;
+    if (status && strcmp(status, "completed") == 0) {
+        *ret_status = "completed";
+        out = xstrdup(r->replayed ? "ok: written (recorded earlier)" : "ok: written");
+    } else if (status && strcmp(status, "interrupted") == 0) {
+        *ret_status = "interrupted";
+        out = xstrdup("interrupted: the sandbox restarted while this file was being written; "
+                      "it was not written again and may be missing, partial or complete. Read "
+                      "it back (or write it again) before relying on it.");
+    } else {
+        *ret_status = "error";
+        out = xstrdup("error: the sandbox sent an unreadable write result");
+    }
+    cJSON_Delete(j);
+    return out;
+}
+
 char *sbx_render(const struct sbx_result *r, const char **ret_status)
 {
     if (r->http_status < 200 || r->http_status > 299)
@@ -335,9 +372,7 @@ char *sbx_render(const struct sbx_result *r, const char **ret_status)
     switch (r->tool) {
     case POLICY_EXEC: return render_exec(r, ret_status);
     case POLICY_LIST: return render_list(r, ret_status);
-    case POLICY_WRITE:
-        *ret_status = "completed";
-        return xstrdup(r->replayed ? "ok: written (recorded earlier)" : "ok: written");
+    case POLICY_WRITE: return render_write(r, ret_status);
     case POLICY_READ: {
         struct buf b;
         buf_init(&b, TERN_RUNNER_MAX_OUTPUT * 2);

@@ -56,8 +56,10 @@ int sbx_call(struct sbx *s, const char *key, const struct policy_args *a, int64_
              struct sbx_result *ret, struct tern_err *err);
 
 /* Renders r as the tool message for the model. *ret_status is "completed",
- * "failed" (non-zero exit), "timeout", "interrupted" or "error" (HTTP error,
- * e.g. forbidden_path, not_found). Returns the text (owned). Pure. */
+ * "failed" (non-zero exit), "timeout", "interrupted" (an exec or a write cut
+ * off by a sandbox restart: its record says so, and it is never re-run) or
+ * "error" (HTTP error, e.g. forbidden_path, not_found; or an answer that
+ * does not say what happened). Returns the text (owned). Pure. */
 char *sbx_render(const struct sbx_result *r, const char **ret_status);
 
 /* Appends p[0..n) to out as valid UTF-8 (each invalid byte -> U+FFFD).

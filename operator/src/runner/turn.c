@@ -14,6 +14,8 @@
 #include "runner/prompt.h"
 #include "runner/replay.h"
 #include "runner/sbx.h"
+#include "runner/snapshot.h"
+#include "runner/testhook.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -95,6 +97,18 @@ static int on_event(void *ctx, const struct journal_event *ev)
     if (t->st.replayed > TERN_RUNNER_MAX_EVENTS)
         return err_set(&t->fold_err, TERN_ETOOLARGE, "more than %u events to replay",
                        TERN_RUNNER_MAX_EVENTS);
+    if (ev->type == JOURNAL_EV_SNAPSHOT && t->s.last_seq == 0) {
+        /* a replay from the latest snapshot starts with it: the state it
+         * holds is the fold of everything before (runner/snapshot.h) */
+        struct replay_state ns;
+        int rc = snapshot_decode(json_get(ev->data, "state"), ev->seq, &ns, &t->fold_err);
+        if (rc)
+            return err_wrap(&t->fold_err, rc, "journal snapshot at seq %llu",
+                            (unsigned long long)ev->seq);
+        replay_state_done(&t->s);
+        t->s = ns;
+        return 0;
+    }
     return fold(t, ev->seq, ev->type_name, ev->turn, ev->key, ev->data, ev->time, &t->fold_err);
 }
 
@@ -104,7 +118,8 @@ static int replay_all(struct turn *t, struct tern_err *err)
 {
     int64_t t0 = mono_ms();
     for (int round = 0; round < 5; round++) {
-        int rc = journal_replay(t->j, t->s.last_seq + 1, on_event, t, NULL, err);
+        uint64_t from = t->s.last_seq ? t->s.last_seq + 1 : JOURNAL_FROM_SNAPSHOT;
+        int rc = journal_replay(t->j, from, on_event, t, NULL, err);
         if (rc && t->fold_err.code) {
             if (err)
                 *err = t->fold_err;
@@ -184,72 +199,133 @@ static cJSON *obj(void)
     return cJSON_CreateObject();
 }
 
+/* Compaction (runner/snapshot.h) at the start of a turn that has not
+ * started: a snapshot of the state once enough events came since the last
+ * one, then the events before it are dropped (a failed drop leaves old
+ * events behind until the next snapshot's drop, which costs space, not
+ * correctness). A state too large for an event is left uncompacted. */
+static int maybe_compact(struct turn *t, struct tern_err *err)
+{
+    uint64_t prev = journal_summary(t->j)->snapshot_seq;
+    bool started = t->s.turn > t->cfg->turn || (t->s.turn == t->cfg->turn && t->s.turn_started);
+    if (started || !snapshot_due(&t->s, prev, (uint64_t)t->cfg->snapshot_events))
+        return 0;
+    if (t->lock && journal_lock_lost(t->lock))
+        return err_set(err, TERN_EFENCED, "turn lock lost (lease expired)");
+    cJSON *st = snapshot_encode(&t->s);
+    uint64_t seq = 0;
+    int64_t a0 = mono_ms();
+    int rc = journal_compact(t->j, st, false, &seq, err);
+    cJSON_Delete(st);
+    t->st.journal_ms += mono_ms() - a0;
+    if (rc == TERN_ETOOLARGE)
+        return 0;
+    if (rc)
+        return err_wrap(err, rc, "journal snapshot");
+    t->st.appends++;
+    cJSON *empty = obj();
+    rc = fold(t, seq, "snapshot", journal_summary(t->j)->turn, NULL, empty, NULL, err);
+    cJSON_Delete(empty);
+    if (rc == 0) {
+        struct tern_err e2 = {0};
+        journal_drop_before(t->j, seq, &e2);
+    }
+    return rc;
+}
+
 /* ---- model ------------------------------------------------------------- */
 
-static void read_prompt_parts(struct turn *t, char **ret_memory, char ***ret_skills,
-                              size_t *ret_n)
+/* What a prompt part's read means: 200 is its content, 404 says it does
+ * not exist (the prompt says so); anything else, a transport error
+ * included, is retryable (exit 75): a prompt is never sent without a part
+ * that exists but could not be read, because the model's answer to it is
+ * journaled for good. */
+static int prompt_part(int rc, const struct sbx_result *r, const char *what, bool *ret_missing,
+                       struct tern_err *err)
+{
+    *ret_missing = false;
+    if (rc)
+        return err_wrap(err, rc, "sandboxd: reading %s for the prompt", what);
+    if (r->http_status == 404) {
+        *ret_missing = true;
+        return 0;
+    }
+    if (r->http_status != 200)
+        return err_set(err, TERN_EHTTP, "sandboxd: reading %s for the prompt: HTTP %ld: %.200s",
+                       what, r->http_status, r->body ? r->body : "");
+    return 0;
+}
+
+static int read_prompt_parts(struct turn *t, struct prompt_input *in, struct tern_err *err)
 {
     struct policy_args a = {.tool = POLICY_READ, .path = "simple.md", .offset = 0, .limit = -1,
                             .timeout_ms = -1, .depth = -1};
     struct sbx_result r = {0};
-    struct tern_err e = {0};
-    *ret_memory = NULL;
-    *ret_skills = NULL;
-    *ret_n = 0;
-    if (sbx_call(t->sbx, NULL, &a, 10000, &r, &e) == 0 && r.http_status == 200 && r.body_len)
-        *ret_memory = xstrdup(r.body);
+    char **skills = NULL;
+    size_t n = 0;
+    int rc = sbx_call(t->sbx, NULL, &a, 10000, &r, err);
+    rc = prompt_part(rc, &r, "simple.md", &in->memory_missing, err);
+    if (rc == 0 && r.http_status == 200 && r.body_len)
+        in->memory = xstrdup(r.body);
     sbx_result_done(&r);
+    if (rc)
+        return rc;
     struct policy_args l = {.tool = POLICY_LIST, .path = "skills", .depth = 3, .offset = -1,
                             .limit = -1, .timeout_ms = -1};
-    if (sbx_call(t->sbx, NULL, &l, 10000, &r, &e) == 0 && r.http_status == 200) {
+    rc = sbx_call(t->sbx, NULL, &l, 10000, &r, err);
+    rc = prompt_part(rc, &r, "skills/", &in->skills_missing, err);
+    if (rc == 0 && r.http_status == 200) {
         cJSON *j = NULL;
         const cJSON *entries;
-        if (json_parse(r.body, r.body_len, &j, NULL) == 0 &&
-            cJSON_IsArray(entries = json_get(j, "entries"))) {
+        if (json_parse(r.body, r.body_len, &j, NULL) != 0 ||
+            !cJSON_IsArray(entries = json_get(j, "entries"))) {
+            rc = err_set(err, TERN_EHTTP, "sandboxd: listing skills/: unreadable answer");
+        } else {
             for (const cJSON *it = entries->child; it; it = it->next) {
                 const cJSON *p = json_get(it, "path"), *ty = json_get(it, "type");
                 if (!cJSON_IsString(p) || !cJSON_IsString(ty) ||
-                    strcmp(ty->valuestring, "file") != 0 || *ret_n >= TERN_RUNNER_MAX_SKILLS + 1)
+                    strcmp(ty->valuestring, "file") != 0 || n >= TERN_RUNNER_MAX_SKILLS + 1)
                     continue;
                 const char *name = p->valuestring;
                 if (strncmp(name, "skills/", 7) == 0)
                     name += 7;
-                *ret_skills = xreallocarray(*ret_skills, *ret_n + 1, sizeof(char *));
-                (*ret_skills)[(*ret_n)++] = xstrdup(name);
+                skills = xreallocarray(skills, n + 1, sizeof(char *));
+                skills[n++] = xstrdup(name);
             }
         }
         cJSON_Delete(j);
     }
     sbx_result_done(&r);
+    in->skills = (const char *const *)skills;
+    in->nskills = n;
+    return rc;
 }
 
-static void build_prompt(struct turn *t)
+static int build_prompt(struct turn *t, struct tern_err *err)
 {
     if (t->system_prompt)
-        return;
+        return 0;
     const struct runner_spec *sp = &t->cfg->spec;
-    char *memory = NULL, **skills = NULL;
-    size_t nskills = 0;
-    read_prompt_parts(t, &memory, &skills, &nskills);
     struct prompt_input in = {
         .objective = sp->objective,
         .context_text = sp->context_text,
         .references = (const char *const *)sp->references,
         .nreferences = sp->nreferences,
-        .memory = memory,
-        .skills = (const char *const *)skills,
-        .nskills = nskills,
         .writable = (const char *const *)sp->writable,
         .nwritable = sp->nwritable,
         .tools = t->known,
         .ntools = t->ndefs,
     };
-    t->system_prompt = prompt_system(&in);
-    t->first_user = prompt_first_user(&in);
-    free(memory);
-    for (size_t i = 0; i < nskills; i++)
-        free(skills[i]);
-    free(skills);
+    int rc = read_prompt_parts(t, &in, err);
+    if (rc == 0) {
+        t->system_prompt = prompt_system(&in);
+        t->first_user = prompt_first_user(&in);
+    }
+    free((char *)in.memory);
+    for (size_t i = 0; i < in.nskills; i++)
+        free((char *)in.skills[i]);
+    free((char **)in.skills);
+    return rc;
 }
 
 static cJSON *response_data(struct turn *t, const struct chat_response *r,
@@ -301,7 +377,12 @@ static cJSON *response_data(struct turn *t, const struct chat_response *r,
  * + turn end), a negative code for a retryable failure. */
 static int do_model_call(struct turn *t, struct tern_err *err)
 {
-    build_prompt(t);
+    int rc = build_prompt(t, err);
+    if (rc) {
+        /* retryable: no model call without the whole prompt */
+        set_class(t, "SandboxUnreachable");
+        return rc;
+    }
     struct chat_conv c;
     chat_conv_init(&c);
     chat_conv_add(&c, CHAT_SYSTEM, t->system_prompt);
@@ -322,7 +403,7 @@ static int do_model_call(struct turn *t, struct tern_err *err)
                              .parallel_tool_calls = false};
     char *body = NULL;
     struct tern_err berr = {0};
-    int rc = chat_build_request(&c, t->defs, t->ndefs, &o, &body, &berr);
+    rc = chat_build_request(&c, t->defs, t->ndefs, &o, &body, &berr);
     chat_conv_done(&c);
     if (rc) {
         /* cannot happen for a journal we wrote; say so and end the turn */
@@ -347,6 +428,7 @@ static int do_model_call(struct turn *t, struct tern_err *err)
         set_class(t, "ModelUnreachable");
         return err_wrap(err, rc, "model %s", t->cfg->base_url ? t->cfg->base_url : "");
     }
+    testhook_at("model_response");
 
     if (res.status >= 200 && res.status <= 299) {
         struct chat_response r;
@@ -412,6 +494,7 @@ static int do_tool_execute(struct turn *t, const struct plan *p, struct tern_err
     char *key = xasprintf("%s/%s", t->cfg->uid, p->call->id);
     struct sbx_result r;
     int64_t s0 = mono_ms();
+    testhook_at("tool_call");
     int rc = sbx_call(t->sbx, key, &p->args, p->decision.timeout_ms, &r, err);
     t->st.tool_ms += mono_ms() - s0;
     t->st.tool_calls++;
@@ -430,6 +513,7 @@ static int do_tool_execute(struct turn *t, const struct plan *p, struct tern_err
         free(key);
         return rc;
     }
+    testhook_at("tool_result");
     const char *status = NULL;
     char *out = sbx_render(&r, &status);
     cJSON *d = obj();
@@ -626,6 +710,9 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
         if ((rc = append(&t, "user_message", key, d, err)))
             goto out;
     }
+
+    if ((rc = maybe_compact(&t, err)))
+        goto out;
 
     struct model_client_config mc = {
         .base_url = cfg->base_url,
