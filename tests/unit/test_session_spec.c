@@ -195,7 +195,8 @@ TEST(spec_approvals_and_limits_example)
     ASSERT_FALSE(session_spec_requires_approval(s, SESSION_TOOL_READ_FILE, "origin/x"));
     ASSERT_TRUE(session_spec_requires_approval(s, SESSION_TOOL_WRITE_FILE, "output/a/b.md"));
     ASSERT_FALSE(session_spec_requires_approval(s, SESSION_TOOL_WRITE_FILE, "working/a.md"));
-    ASSERT_EQ_INT(s->permissions.nnetwork, 0);
+    ASSERT_EQ_INT(s->permissions.nnetwork, 1);
+    ASSERT_EQ_INT(s->permissions.network[0].prefix, 16);
     ASSERT_EQ_INT(s->tools.nremotes, 1);
     ASSERT_EQ_STR(s->tools.remotes[0].token_secret, "github-push");
     ASSERT_EQ_INT(s->limits.timeout_seconds, 1800);

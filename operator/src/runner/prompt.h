@@ -27,6 +27,7 @@ struct prompt_input {
     size_t nwritable;
     const char *const *tools;      /* offered tool names */
     size_t ntools;
+    const char *trusted;           /* about the trusted tools (runner/trusted), or NULL */
 };
 
 /* The system prompt (newly allocated). The memory text is cut to
