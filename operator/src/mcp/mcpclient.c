@@ -201,6 +201,13 @@ static int exchange(struct mcpclient *c, const char *what, const char *body, int
             snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg), ")");
         goto out;
     }
+    if (resp.status == 404 && c->session) {
+        /* the session is gone (whatever the body says): the caller
+         * initializes again */
+        rc = err_set(err, TERN_EHTTP, "MCP server %s: %s: HTTP 404: the session ended", c->name,
+                     what);
+        goto out;
+    }
     if (x.found) {
         *ret = x.reply;
         x.reply = (struct mcpwire_reply){0};
