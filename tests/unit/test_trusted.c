@@ -340,6 +340,10 @@ TEST(credentials_load_and_are_redacted)
     ASSERT_EQ_STR(out, "auth=[redacted] token [redacted] git [redacted] basic [redacted] team "
                        "[redacted]");
     free(out);
+    /* the scheme of an Authorization header is not a secret */
+    out = sanitize_text(&san, "WWW-Authenticate: Bearer realm=x", 32, 0, NULL);
+    ASSERT_EQ_STR(out, "WWW-Authenticate: Bearer realm=x");
+    free(out);
     sanitize_done(&san);
     /* a header that cannot be sent, a missing Secret, a short token */
     sanitize_init(&san);

@@ -210,7 +210,9 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* Adds value and each of its space-separated words (e.g. the token of
- * "Bearer <token>") that is long enough to be told apart from text. */
+ * "Bearer <token>") that is long enough to be told apart from text; the
+ * first word of several, when it is only letters, is an authentication
+ * scheme ("Bearer", "Basic", "Token"), not a secret. */
 static int add_secret_words(struct sanitize *san, const char *v, struct tern_err *err)
 {
     int rc = 0;
@@ -219,7 +221,11 @@ static int add_secret_words(struct sanitize *san, const char *v, struct tern_err
         return rc;
     for (const char *p = v; *p;) {
         size_t n = strcspn(p, " \t");
-        if (n >= TERN_SANITIZE_MIN_SECRET && n < strlen(v) && (rc = sanitize_add(san, p, n, err)))
+        bool scheme = p == v && n < strlen(v);
+        for (size_t i = 0; scheme && i < n; i++)
+            scheme = (p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z');
+        if (!scheme && n >= TERN_SANITIZE_MIN_SECRET && n < strlen(v) &&
+            (rc = sanitize_add(san, p, n, err)))
             return rc;
         p += n;
         p += strspn(p, " \t");
