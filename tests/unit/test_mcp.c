@@ -60,11 +60,13 @@ TEST(sse_events_any_chunking)
         {"data: a\r\ndata: b\r\n\r\n", "message||a\nb\n"},
         {": keep-alive\n\ndata: x\n\n", "message||x\n"},
         {"id: 7\nevent: note\ndata: x\n\ndata: y\n\n", "note|7|x\nmessage|7|y\n"},
-        {"retry: 100\nfoo: bar\ndata\n\n", "message||\n"},      /* a bare "data": empty line */
-        {"event: ping\n\ndata: x\n\n", "message||x\n"},         /* type reset without data */
-        {"\xef\xbb\xbf" "data: bom\n\n", "message||bom\n"},     /* BOM dropped */
-        {"data: unterminated", ""},                              /* discarded at the end */
-        {"data: x\n", ""},                                       /* no blank line: not dispatched */
+        {"retry: 100\nfoo: bar\ndata\n\n", "message||\n"}, /* a bare "data": empty line */
+        {"event: ping\n\ndata: x\n\n", "message||x\n"},    /* type reset without data */
+        {"\xef\xbb\xbf"
+         "data: bom\n\n",
+         "message||bom\n"},         /* BOM dropped */
+        {"data: unterminated", ""}, /* discarded at the end */
+        {"data: x\n", ""},          /* no blank line: not dispatched */
         {"id: a\0b\n", ""},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
@@ -95,8 +97,7 @@ TEST(sse_bounds_and_stop)
     sse_done(&p);
     /* too many events */
     sse_init(&p, 64, 64, 2);
-    ASSERT_EQ_INT(sse_feed(&p, "data: 1\n\ndata: 2\n\ndata: 3\n\n", 27, on_ev, &g),
-                  TERN_ETOOLARGE);
+    ASSERT_EQ_INT(sse_feed(&p, "data: 1\n\ndata: 2\n\ndata: 3\n\n", 27, on_ev, &g), TERN_ETOOLARGE);
     ASSERT_EQ_INT(g.n, 2);
     sse_done(&p);
     /* the callback stops the stream */
@@ -325,10 +326,9 @@ TEST(mcpwire_call_results)
 
 TEST(mcpwire_args_checked_against_schema)
 {
-    const char *schema =
-        "{\"type\":\"object\",\"properties\":{\"title\":{\"type\":\"string\"},"
-        "\"n\":{\"type\":\"integer\"},\"tags\":{\"type\":[\"array\",\"null\"]}},"
-        "\"required\":[\"title\"],\"additionalProperties\":false}";
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"title\":{\"type\":\"string\"},"
+                         "\"n\":{\"type\":\"integer\"},\"tags\":{\"type\":[\"array\",\"null\"]}},"
+                         "\"required\":[\"title\"],\"additionalProperties\":false}";
     static const struct {
         const char *args, *err; /* err NULL = accepted */
     } t[] = {

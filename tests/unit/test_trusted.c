@@ -53,7 +53,8 @@ TEST(publish_arguments_are_validated)
     static const struct {
         const char *args, *err; /* err NULL = accepted */
     } t[] = {
-        {"{\"repo\":\"working/repo\",\"branch\":\"fix\",\"remote\":\"origin\",\"remoteBranch\":null}",
+        {"{\"repo\":\"working/"
+         "repo\",\"branch\":\"fix\",\"remote\":\"origin\",\"remoteBranch\":null}",
          NULL},
         {"{\"repo\":\"/workspace/working/repo/\",\"branch\":\"fix/typo\",\"remote\":\"mirror\","
          "\"remoteBranch\":\"review/fix-typo\"}",
@@ -89,9 +90,9 @@ TEST(publish_arguments_are_validated)
             ASSERT_EQ_STR(a.remote_branch, "fix");
         policy_args_done(&a);
     }
-    static const char *bad[] = {"",     "a b",  "a:b",  "x.lock", "a/.b",   "a//b", "@",
-                                "a@{b", "a~1",  "a^",   "a?",     "a[",     "a\\b", "/a",
-                                "a/",   "a.",   ".a",   "a/b.lock/c"};
+    static const char *bad[] = {"",     "a b",  "a:b", "x.lock", "a/.b", "a//b",
+                                "@",    "a@{b", "a~1", "a^",     "a?",   "a[",
+                                "a\\b", "/a",   "a/",  "a.",     ".a",   "a/b.lock/c"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         if (policy_branch_ok(bad[i]))
             th_fail(__FILE__, __LINE__, "branch \"%s\" accepted", bad[i]);
@@ -174,15 +175,14 @@ TEST(approval_patterns_for_trusted_tools)
         policy_args_done(&a);
     }
     /* a server of another name never matches */
-    static const struct policy_mcp_tool other = {"docs__create_x", "docs", "create_x", "", "{}",
-                                                 1000};
-    struct policy_args a = {.tool = POLICY_MCP, .mcp = &other,
-                            .json = xstrdup("{\"project\":\"prod\"}")};
+    static const struct policy_mcp_tool other = {
+        "docs__create_x", "docs", "create_x", "", "{}", 1000};
+    struct policy_args a = {
+        .tool = POLICY_MCP, .mcp = &other, .json = xstrdup("{\"project\":\"prod\"}")};
     ASSERT_FALSE(policy_pattern_matches(rules[1], &a));
     policy_args_done(&a);
     /* malformed MCP rules are refused */
-    static const char *bad1[] = {"mcp:tracker"}, *bad2[] = {"mcp:/x:y"},
-                      *bad3[] = {"mcp:t/[x:y"};
+    static const char *bad1[] = {"mcp:tracker"}, *bad2[] = {"mcp:/x:y"}, *bad3[] = {"mcp:t/[x:y"};
     struct policy_config b = config(bad1, 1);
     ASSERT_EQ_INT(policy_config_validate(&b, NULL), TERN_EINVALID);
     b = config(bad2, 1);
@@ -255,7 +255,8 @@ TEST(plan_asks_before_an_mcp_call_and_runs_it_after)
     char id[20];
     snprintf(id, sizeof id, "%s", p.approval_id);
     plan_done(&p);
-    char *req = xasprintf("{\"id\":\"%s\",\"callId\":\"c1\",\"tool\":\"tracker__create_issue\"}", id);
+    char *req =
+        xasprintf("{\"id\":\"%s\",\"callId\":\"c1\",\"tool\":\"tracker__create_issue\"}", id);
     ev(&s, "approval_requested", req);
     free(req);
     char *dec = xasprintf("{\"id\":\"%s\",\"decision\":\"approved\"}", id);
@@ -310,7 +311,7 @@ static int parse_spec(const char *json, struct runner_spec *ret)
 
 #define SPEC_TOOLS                                                                                 \
     "{\"objective\":\"x\",\"tools\":{\"mcpServers\":[{\"name\":\"tracker\",\"url\":"               \
-    "\"http://127.0.0.1:1/mcp\",\"headersSecretRef\":{\"name\":\"t\"},\"allowedTools\":[\"a\"]}],"  \
+    "\"http://127.0.0.1:1/mcp\",\"headersSecretRef\":{\"name\":\"t\"},\"allowedTools\":[\"a\"]}]," \
     "\"publish\":{\"remotes\":[{\"name\":\"origin\",\"url\":\"http://127.0.0.1:1/r.git\","         \
     "\"tokenSecretRef\":{\"name\":\"g\",\"key\":\"token\"}}]}}}"
 
@@ -400,9 +401,12 @@ TEST(turn_job_mounts_the_trusted_secrets_and_the_sandbox_does_not)
     struct session_spec *s = NULL;
     ASSERT_OK(session_spec_parse(doc, &s, NULL));
     cJSON_Delete(doc);
-    struct children_config c = {.runner_image = "r", .sandbox_image = "s",
-                                .etcd_endpoints = "http://e", .runner_service_account = "tern-runner",
-                                .turn_backoff_limit = 4, .job_ttl_seconds = 3600};
+    struct children_config c = {.runner_image = "r",
+                                .sandbox_image = "s",
+                                .etcd_endpoints = "http://e",
+                                .runner_service_account = "tern-runner",
+                                .turn_backoff_limit = 4,
+                                .job_ttl_seconds = 3600};
     cJSON *job = children_turn_job(s, &c, 1, NULL);
     char *j = json_print(job);
     ASSERT_CONTAINS(j, "\"name\":\"mcp-tracker\",\"secret\":{\"secretName\":\"tracker-mcp\"}");

@@ -26,7 +26,7 @@ struct mcpclient {
     bool connected;
     bool stateless;
     char *version;
-    char *session;  /* Mcp-Session-Id, or NULL */
+    char *session; /* Mcp-Session-Id, or NULL */
 };
 
 struct mcpclient *mcpclient_new(const struct mcpclient_config *cfg)
@@ -50,13 +50,13 @@ struct mcpclient *mcpclient_new(const struct mcpclient_config *cfg)
 struct xchg {
     struct httpc_response *resp;
     int64_t want_id;
-    int mode;              /* 0 undecided, 1 JSON body, 2 SSE */
-    struct buf body;       /* JSON mode: the whole body; SSE mode: unused */
-    size_t total;          /* bytes received */
+    int mode;        /* 0 undecided, 1 JSON body, 2 SSE */
+    struct buf body; /* JSON mode: the whole body; SSE mode: unused */
+    size_t total;    /* bytes received */
     struct sse_parser sse;
     struct mcpwire_reply reply;
     bool found;
-    struct tern_err perr;  /* why an event could not be read */
+    struct tern_err perr; /* why an event could not be read */
     int perr_code;
 };
 
@@ -153,8 +153,9 @@ static int exchange(struct mcpclient *c, const char *what, const char *body, int
         rc = err_set(err, rc, "MCP server %s: %s: %s", c->name, what, x.perr.msg);
         goto out;
     } else if (rc == TERN_ETOOLARGE) {
-        rc = err_set(err, rc, "MCP server %s: %s: the answer exceeds a bound (%u bytes, or %u "
-                              "bytes in one message)",
+        rc = err_set(err, rc,
+                     "MCP server %s: %s: the answer exceeds a bound (%u bytes, or %u "
+                     "bytes in one message)",
                      c->name, what, TERN_MCP_MAX_RESPONSE, TERN_MCP_MAX_MESSAGE);
         goto out;
     } else if (rc) {
@@ -195,8 +196,7 @@ static int exchange(struct mcpclient *c, const char *what, const char *body, int
         const char *how = httpc_header(&resp, "www-authenticate");
         rc = err_set(err, TERN_EAUTH,
                      "MCP server %s: %s: HTTP %ld: the server refused the credential%s%.200s",
-                     c->name, what, resp.status, how ? " (WWW-Authenticate: " : "",
-                     how ? how : "");
+                     c->name, what, resp.status, how ? " (WWW-Authenticate: " : "", how ? how : "");
         if (how && err)
             snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg), ")");
         goto out;
@@ -221,12 +221,11 @@ static int exchange(struct mcpclient *c, const char *what, const char *body, int
     }
     if (resp.status >= 200 && resp.status <= 299)
         rc = err_set(err, TERN_EPARSE,
-                     "MCP server %s: %s: HTTP %ld without the response to request %lld%s",
-                     c->name, what, resp.status, (long long)want_id,
+                     "MCP server %s: %s: HTTP %ld without the response to request %lld%s", c->name,
+                     what, resp.status, (long long)want_id,
                      x.mode == 2 ? " (the event stream ended first)" : "");
     else
-        rc = err_set(err, TERN_EHTTP, "MCP server %s: %s: HTTP %ld", c->name, what,
-                     resp.status);
+        rc = err_set(err, TERN_EHTTP, "MCP server %s: %s: HTTP %ld", c->name, what, resp.status);
 out:
     mcpwire_reply_done(&x.reply);
     sse_done(&x.sse);
@@ -287,8 +286,8 @@ int mcpclient_connect(struct mcpclient *c, long timeout_ms, struct tern_err *err
     mcpwire_reply_done(&r);
     c->version = v;
     body = mcpwire_initialized();
-    rc = exchange(c, "notifications/initialized", body, 0, NULL, true, timeout_ms, &r, &status,
-                  err);
+    rc =
+        exchange(c, "notifications/initialized", body, 0, NULL, true, timeout_ms, &r, &status, err);
     free(body);
     mcpwire_reply_done(&r);
     if (rc) {

@@ -44,12 +44,12 @@
 #include <stdint.h>
 
 struct mcpclient_config {
-    const char *name;            /* the server's name in the spec, for messages */
-    const char *url;             /* http(s) endpoint */
-    const char *const *headers;  /* "Name: value" from the Secret (copied), or NULL */
+    const char *name;           /* the server's name in the spec, for messages */
+    const char *url;            /* http(s) endpoint */
+    const char *const *headers; /* "Name: value" from the Secret (copied), or NULL */
     size_t nheaders;
-    long connect_timeout_ms;     /* 0 = 5000 */
-    atomic_bool *cancel;         /* may be NULL */
+    long connect_timeout_ms; /* 0 = 5000 */
+    atomic_bool *cancel;     /* may be NULL */
 };
 
 struct mcpclient;
@@ -73,9 +73,9 @@ int mcpclient_list_tools(struct mcpclient *c, long timeout_ms, struct mcpwire_to
                          struct tern_err *err);
 
 struct mcpclient_call {
-    long http_status;            /* of the answer */
-    bool rpc_error;              /* a JSON-RPC error answered the call */
-    int64_t rpc_code;            /* ... its code */
+    long http_status;                  /* of the answer */
+    bool rpc_error;                    /* a JSON-RPC error answered the call */
+    int64_t rpc_code;                  /* ... its code */
     struct mcpwire_call_result result; /* text and isError (for rpc_error: the message) */
 };
 

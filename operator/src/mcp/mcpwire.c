@@ -294,8 +294,8 @@ int mcpwire_parse_tools(const cJSON *result, struct mcpwire_tools *acc, struct t
         } else {
             tool.name = clean_text(name->valuestring, 256);
             if (!mcpwire_tool_name_ok(name->valuestring))
-                tool.problem = xasprintf("name is not 1..%d of [A-Za-z0-9_-]",
-                                         TERN_MCP_MAX_TOOL_NAME);
+                tool.problem =
+                    xasprintf("name is not 1..%d of [A-Za-z0-9_-]", TERN_MCP_MAX_TOOL_NAME);
         }
         tool.description =
             clean_text(cJSON_IsString(desc) ? desc->valuestring : "", TERN_MCP_MAX_DESCRIPTION);

@@ -66,9 +66,9 @@ enum mcpwire_match {
 
 struct mcpwire_reply {
     enum mcpwire_match kind;
-    cJSON *result;        /* RESULT: the result object (owned) */
-    int64_t code;         /* ERROR: the JSON-RPC error code */
-    char *message;        /* ERROR: its message (bounded), owned */
+    cJSON *result; /* RESULT: the result object (owned) */
+    int64_t code;  /* ERROR: the JSON-RPC error code */
+    char *message; /* ERROR: its message (bounded), owned */
 };
 
 void mcpwire_reply_done(struct mcpwire_reply *r);
@@ -86,15 +86,15 @@ int mcpwire_parse_initialize(const cJSON *result, char **ret_version, struct ter
 
 struct mcpwire_tool {
     char *name;
-    char *description;    /* bounded, control characters replaced; "" if none */
-    char *schema;         /* compact JSON of inputSchema */
-    char *problem;        /* why it cannot be offered, or NULL (then usable) */
+    char *description; /* bounded, control characters replaced; "" if none */
+    char *schema;      /* compact JSON of inputSchema */
+    char *problem;     /* why it cannot be offered, or NULL (then usable) */
 };
 
 struct mcpwire_tools {
     struct mcpwire_tool *tools;
     size_t n;
-    char *next_cursor;    /* or NULL */
+    char *next_cursor; /* or NULL */
 };
 
 void mcpwire_tools_done(struct mcpwire_tools *t);
@@ -109,8 +109,8 @@ void mcpwire_tools_done(struct mcpwire_tools *t);
 int mcpwire_parse_tools(const cJSON *result, struct mcpwire_tools *acc, struct tern_err *err);
 
 struct mcpwire_call_result {
-    char *text;     /* what the model is told (unbounded here; the caller sanitizes and bounds) */
-    bool is_error;  /* isError: true (a tool error, not a protocol error) */
+    char *text;    /* what the model is told (unbounded here; the caller sanitizes and bounds) */
+    bool is_error; /* isError: true (a tool error, not a protocol error) */
 };
 
 void mcpwire_call_result_done(struct mcpwire_call_result *r);

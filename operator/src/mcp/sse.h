@@ -25,10 +25,10 @@
 #include <stddef.h>
 
 struct sse_event {
-    const char *type;  /* "message" unless an event field said otherwise */
-    const char *data;  /* the joined data lines (NUL-terminated, no final LF) */
+    const char *type; /* "message" unless an event field said otherwise */
+    const char *data; /* the joined data lines (NUL-terminated, no final LF) */
     size_t data_len;
-    const char *id;    /* the last event id seen so far ("" if none) */
+    const char *id; /* the last event id seen so far ("" if none) */
 };
 
 /* Called for each dispatched event (strings valid during the call). A
@@ -36,16 +36,16 @@ struct sse_event {
 typedef int (*sse_event_fn)(void *ctx, const struct sse_event *ev);
 
 struct sse_parser {
-    struct buf line;      /* the current line */
-    struct buf data;      /* the current event's data */
-    struct buf type;      /* the current event's type */
-    struct buf id;        /* the last event id */
+    struct buf line; /* the current line */
+    struct buf data; /* the current event's data */
+    struct buf type; /* the current event's type */
+    struct buf id;   /* the last event id */
     size_t max_events;
-    size_t events;        /* dispatched so far */
-    bool started;         /* past the optional BOM */
-    bool skip_lf;         /* the previous byte was a CR ending a line */
-    int failed;           /* sticky error, 0 while parsing */
-    size_t bom_seen;      /* BOM bytes matched at the very start */
+    size_t events;   /* dispatched so far */
+    bool started;    /* past the optional BOM */
+    bool skip_lf;    /* the previous byte was a CR ending a line */
+    int failed;      /* sticky error, 0 while parsing */
+    size_t bom_seen; /* BOM bytes matched at the very start */
 };
 
 /* max_line, max_data: bytes; max_events: events dispatched. */

@@ -88,8 +88,7 @@ int mcp_tools_load(struct mcp_tools *m, char *notes, size_t notes_len, struct te
                 if (strcmp(listed.tools[j].name, s->allowed[k]) == 0)
                     found = &listed.tools[j];
             if (!found) {
-                note(notes, notes_len, s->name, s->allowed[k],
-                     "not listed by the server");
+                note(notes, notes_len, s->name, s->allowed[k], "not listed by the server");
                 continue;
             }
             if (found->problem) {
@@ -104,9 +103,9 @@ int mcp_tools_load(struct mcp_tools *m, char *notes, size_t notes_len, struct te
             m->entries = xreallocarray(m->entries, m->n + 1, sizeof *m->entries);
             m->entries[m->n++] = (struct entry){
                 .name = xasprintf("%s__%s", s->name, found->name),
-                .description = xasprintf("%s (MCP server %s, run outside the sandbox)",
-                                         *found->description ? found->description : found->name,
-                                         s->name),
+                .description =
+                    xasprintf("%s (MCP server %s, run outside the sandbox)",
+                              *found->description ? found->description : found->name, s->name),
                 .schema = xstrdup(found->schema),
                 .server = i,
             };
@@ -175,8 +174,8 @@ int mcp_tools_call(struct mcp_tools *m, const struct policy_args *a, const char 
             return 0;
         }
         mcpclient_call_done(&r);
-        bool overloaded = rc == TERN_EHTTP && (status == 429 || status == 502 || status == 503 ||
-                                               status == 504);
+        bool overloaded =
+            rc == TERN_EHTTP && (status == 429 || status == 502 || status == 503 || status == 504);
         if (overloaded && attempt < 2) {
             pause_ms(1000L << attempt); /* the same key: a server that ran it answers its record */
             continue;

@@ -113,7 +113,7 @@ static char *git_said(const struct sbexec_result *r)
 }
 
 struct git {
-    const char *dir;                 /* the temporary directory (HOME, cwd) */
+    const char *dir;                  /* the temporary directory (HOME, cwd) */
     const struct runner_remote *auth; /* or NULL */
     int64_t deadline;
 };
@@ -124,10 +124,10 @@ static int run_git(const struct git *g, char *const *argv, struct sbexec_result 
                    struct tern_err *err)
 {
     static const char *const base[][2] = {
-        {"protocol.allow", "never"},     {"protocol.file.allow", "always"},
+        {"protocol.allow", "never"},       {"protocol.file.allow", "always"},
         {"protocol.http.allow", "always"}, {"protocol.https.allow", "always"},
-        {"core.hooksPath", "/dev/null"}, {"transfer.fsckObjects", "true"},
-        {"init.defaultBranch", "main"},  {"http.followRedirects", "false"},
+        {"core.hooksPath", "/dev/null"},   {"transfer.fsckObjects", "true"},
+        {"init.defaultBranch", "main"},    {"http.followRedirects", "false"},
         {"credential.helper", ""},
     };
     const size_t nbase = sizeof base / sizeof *base;
@@ -213,8 +213,8 @@ static int make_bundle(struct sbx *sbx, const struct policy_args *a, const char 
     char *file = publish_shell_quote(bundle);
     char *ref = xasprintf("refs/heads/%s", a->branch);
     char *qref = publish_shell_quote(ref);
-    struct policy_args ex = {.tool = POLICY_EXEC, .timeout_ms = -1, .offset = -1, .limit = -1,
-                             .depth = -1};
+    struct policy_args ex = {
+        .tool = POLICY_EXEC, .timeout_ms = -1, .offset = -1, .limit = -1, .depth = -1};
     char *bdir = xstrdup(bundle);
     *strrchr(bdir, '/') = 0;
     char *qdir = publish_shell_quote(bdir);
@@ -253,7 +253,9 @@ static int make_bundle(struct sbx *sbx, const struct policy_args *a, const char 
         size_t n = strlen(se);
         o->text = xasprintf("error: git bundle create in the sandbox failed (%s %lld); nothing "
                             "was published%s\n%s",
-                            r.http_status != 200 ? "HTTP" : st ? st : "exit",
+                            r.http_status != 200 ? "HTTP"
+                            : st                 ? st
+                                                 : "exit",
                             r.http_status != 200 ? (long long)r.http_status : (long long)code,
                             code == 127 ? " (the sandbox image needs git)" : "",
                             n > 2048 ? se + n - 2048 : se);
@@ -325,8 +327,8 @@ int publish_run(const struct runner_config *cfg, struct sbx *sbx, const char *ca
     uint64_t size = 0;
     long status = 0;
     struct tern_err fe = {0};
-    rc = sbx_fetch_file(sbx, bundle, fd, TERN_PUBLISH_MAX_BUNDLE, left_ms(deadline), &size,
-                        &status, &fe);
+    rc = sbx_fetch_file(sbx, bundle, fd, TERN_PUBLISH_MAX_BUNDLE, left_ms(deadline), &size, &status,
+                        &fe);
     if (close(fd) != 0 && rc == 0)
         rc = err_set(&fe, -EIO, "%s: %s", local, strerror(errno));
     long dstatus = 0;
@@ -357,7 +359,7 @@ int publish_run(const struct runner_config *cfg, struct sbx *sbx, const char *ca
     }
     sbexec_result_done(&r);
     char *spec_ref = xasprintf("+refs/heads/%s:refs/tern/publish", a->branch);
-    char *fetch[] = {"git", "-C", "repo", "fetch", "-q", "--no-tags", "--no-write-fetch-head",
+    char *fetch[] = {"git", "-C",     "repo", "fetch", "-q", "--no-tags", "--no-write-fetch-head",
                      local, spec_ref, NULL};
     rc = run_git(&g, fetch, &r, err);
     free(spec_ref);
@@ -368,8 +370,8 @@ int publish_run(const struct runner_config *cfg, struct sbx *sbx, const char *ca
         goto out;
     }
     sbexec_result_done(&r);
-    char *parse[] = {"git", "-C", "repo", "rev-parse", "--verify", "-q",
-                     "refs/tern/publish^{commit}", NULL};
+    char *parse[] = {
+        "git", "-C", "repo", "rev-parse", "--verify", "-q", "refs/tern/publish^{commit}", NULL};
     if ((rc = run_git(&g, parse, &r, err)))
         goto out;
     if (!git_ok(&r)) {

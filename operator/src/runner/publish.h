@@ -32,10 +32,10 @@
 #include <stdint.h>
 
 struct publish_outcome {
-    const char *status;   /* completed | error */
-    char *text;           /* for the model (unsanitized: the caller sanitizes), owned */
-    char *commit;         /* the commit published (or found there), or NULL; owned */
-    bool pushed;          /* false: the remote already had it (or nothing happened) */
+    const char *status; /* completed | error */
+    char *text;         /* for the model (unsanitized: the caller sanitizes), owned */
+    char *commit;       /* the commit published (or found there), or NULL; owned */
+    bool pushed;        /* false: the remote already had it (or nothing happened) */
 };
 
 void publish_outcome_done(struct publish_outcome *o);

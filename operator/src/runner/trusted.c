@@ -44,8 +44,7 @@ struct trusted *trusted_new(const struct runner_config *cfg, struct sbx *sbx, at
             buf_puts(&b, "publish_branch pushes a committed branch of a git repository in the "
                          "workspace to one of these remotes: ");
             for (size_t i = 0; i < sp->nremotes; i++)
-                buf_printf(&b, "%s%s (%s)", i ? ", " : "", sp->remotes[i].name,
-                           sp->remotes[i].url);
+                buf_printf(&b, "%s%s (%s)", i ? ", " : "", sp->remotes[i].name, sp->remotes[i].url);
             buf_puts(&b, ". The sandbox has no network and no credentials, so publish with "
                          "publish_branch, not git push. ");
         }
@@ -121,8 +120,8 @@ void trusted_result_done(struct trusted_result *r)
 char *trusted_sanitize(const struct trusted *t, const char *text, size_t max, bool *ret_redacted)
 {
     struct sanitize_stats st = {0};
-    char *out = sanitize_text(&t->cfg->sanitize, text ? text : "", text ? strlen(text) : 0, max,
-                              &st);
+    char *out =
+        sanitize_text(&t->cfg->sanitize, text ? text : "", text ? strlen(text) : 0, max, &st);
     if (ret_redacted)
         *ret_redacted = st.replaced > 0;
     return out;
@@ -205,7 +204,7 @@ int trusted_execute(struct trusted *t, const char *call_id, const struct policy_
     free(text);
     *ret = r;
     return 0;
-fail: {
+fail : {
     char *clean = trusted_sanitize(t, e.msg, TERN_ERRMSG_MAX - 1, NULL);
     rc = err_set(err, rc, "%s", clean);
     free(clean);

@@ -55,11 +55,11 @@ int trusted_catalog(struct trusted *t, struct policy_config *pc, char *notes, si
 const char *trusted_prompt(const struct trusted *t);
 
 struct trusted_result {
-    const char *status;  /* "completed", "failed" (the tool reported an error),
-                          * "error" (it could not run), "timeout" */
-    char *output;        /* for the model: sanitized and bounded (owned) */
-    cJSON *extra;        /* members for the tool_result event (owned), or NULL */
-    bool redacted;       /* the sanitizer replaced something */
+    const char *status; /* "completed", "failed" (the tool reported an error),
+                         * "error" (it could not run), "timeout" */
+    char *output;       /* for the model: sanitized and bounded (owned) */
+    cJSON *extra;       /* members for the tool_result event (owned), or NULL */
+    bool redacted;      /* the sanitizer replaced something */
 };
 
 void trusted_result_done(struct trusted_result *r);

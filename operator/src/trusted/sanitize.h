@@ -38,7 +38,7 @@
 #define SANITIZE_MARK "[redacted]"
 
 struct sanitize {
-    char **forms;   /* searched longest first */
+    char **forms; /* searched longest first */
     size_t *lens;
     size_t nforms;
     size_t nvalues;
@@ -55,8 +55,8 @@ void sanitize_done(struct sanitize *s);
 int sanitize_add(struct sanitize *s, const char *value, size_t n, struct tern_err *err);
 
 struct sanitize_stats {
-    size_t replaced;  /* occurrences replaced (a cut-off tail counts as one) */
-    bool truncated;   /* the result was cut at max */
+    size_t replaced; /* occurrences replaced (a cut-off tail counts as one) */
+    bool truncated;  /* the result was cut at max */
 };
 
 /* The text in[0..n) with every form replaced by SANITIZE_MARK, then cut to
