@@ -318,6 +318,24 @@ def scenario_unreachable_mcp_server(env):
     contains(term, "MCP server tracker", "names the server")
 
 
+def scenario_finishing_needs_no_server(env):
+    """A turn cut off after its final answer finishes without the MCP
+    servers (they are only listed when tools are needed)."""
+    last = max(i for i, e in enumerate(env.reference_events) if e["type"] == "model_response")
+    s = env.session()
+    eq(env.runner(s, {"TERN_TEST_CRASH_AFTER_APPENDS": str(last + 1)}), -signal.SIGKILL,
+       "killed after the final answer")
+    with open(s["spec"]) as f:
+        spec = json.load(f)
+    spec["spec"]["tools"]["mcpServers"][0]["url"] = "http://127.0.0.1:%d/mcp" % \
+        ternlocal.free_port()
+    with open(s["spec"], "w") as f:
+        json.dump(spec, f)
+    eq(env.runner(s), 0, "the turn finishes with the server gone")
+    evs = env.events(s)
+    eq([e["type"] for e in evs], env.reference, "the same journal")
+
+
 def scenario_refused_push_token(env):
     s = env.session(git_token="wrong-git-token-abcdef")
     eq(env.runner(s), 0, "runner exit")
@@ -340,6 +358,7 @@ def main():
                          ("killed_in_the_middle_of_a_call", scenario_killed_in_the_middle_of_a_call),
                          ("stateless_json_and_forgotten_sessions",
                           scenario_stateless_json_and_forgotten_sessions),
+                         ("finishing_needs_no_server", scenario_finishing_needs_no_server),
                          ("refused_mcp_credential", scenario_refused_mcp_credential),
                          ("unreachable_mcp_server", scenario_unreachable_mcp_server),
                          ("refused_push_token", scenario_refused_push_token)]:

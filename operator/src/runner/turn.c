@@ -736,8 +736,12 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
             plan_done(&p);
             break;
         }
-        if (!t.catalog_done && p.action != PLAN_START_TURN) {
-            /* calls and model requests need the MCP tools: list them, plan again */
+        bool needs_tools = p.action == PLAN_MODEL_REQUEST || p.action == PLAN_MODEL_CALL ||
+                           replay_next_pending(&t.s) != NULL;
+        if (!t.catalog_done && needs_tools) {
+            /* calls and model requests need the MCP tools: list them, plan
+             * again (a turn that only has to finish does not wait for a
+             * server) */
             plan_done(&p);
             if ((rc = load_catalog(&t, err)))
                 goto out;
