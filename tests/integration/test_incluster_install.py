@@ -47,6 +47,8 @@ SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 # ---- RBAC rules as triples ------------------------------------------------
+GIT_TOKEN = "not-a-real-git-token"  # the demo's publish remote (tests/fakes/gitremote.py)
+
 def rule_triples(path, kinds=("ClusterRole", "Role")):
     """{(apiGroup, resource[/subresource], verb): "Kind/name"} of every rule
     of the Roles/ClusterRoles in a manifest file."""
@@ -119,7 +121,7 @@ def demo_manifest(t, name):
     with open(os.path.join(ROOT, "examples", "demo.yaml")) as f:
         m = f.read()
     m = m.replace("http://127.0.0.1:0/v1", t.base).replace("name: demo\n", "name: %s\n" % name)
-    return m
+    return m.replace("http://127.0.0.1:0/demo.git", t.remote)
 
 
 def waiting(t, name, timeout=60):
@@ -246,6 +248,7 @@ def step_demo_session(r):
     t.kubectl("create", "namespace", NS)
     t.apply_runner_rbac(NS)
     t.create_secret("demo-model", "api-key", "not-a-real-key", ns=NS)
+    t.create_secret("demo-git", "token", GIT_TOKEN, ns=NS)
     t.kubectl("apply", "-n", NS, "-f", "-", input=demo_manifest(t, "demo"))
     s = waiting(t, "demo")
     eq(phase(s), "WaitingForApproval", "phase (%s)" % json.dumps(s.get("status"))[:800])
@@ -253,7 +256,7 @@ def step_demo_session(r):
     contains(out, "approved " + s["status"]["pendingApproval"]["id"], "kubectl tern approve")
     s = completed(t, "demo")
     eq(phase(s), "Succeeded", "phase (%s)" % json.dumps(s.get("status"))[:800])
-    contains(s["status"]["result"]["summary"], "pushed", "result")
+    contains(s["status"]["result"]["summary"], "published", "result")
 
 
 def subprocess_tern(t, *args):
@@ -455,6 +458,7 @@ def main():
         if t.cluster == "kube":
             authz_log = t.kube.audit_log
         t.base = t.start_fakellm(os.path.join(ROOT, "examples", "demo-script.json"))
+        t.remote = t.start_gitremote(GIT_TOKEN, repo="demo.git")
         r = Run(t, authz_log, audit=t.cluster == "kube")
         done = set()
         for name, fn, needs in [

@@ -208,7 +208,7 @@ TEST(network_policy_allows_runner_in_and_allowlist_out)
     ASSERT_EQ_STR(json_get(from, "tern.dev/role")->valuestring, "runner");
     ASSERT_EQ_STR(json_get(from, "tern.dev/session-uid")->valuestring, "0d8f-uid");
     ASSERT_EQ_INT(i_at(np, "spec.ingress[0].ports[0].port"), SANDBOX_PORT);
-    ASSERT_EQ_STR(s_at(np, "spec.egress[0].to[0].ipBlock.cidr"), "140.82.112.0/20");
+    ASSERT_EQ_STR(s_at(np, "spec.egress[0].to[0].ipBlock.cidr"), "10.20.0.0/16");
     cJSON_Delete(np);
     session_spec_free(s);
     s = load("examples/minimal.yaml");

@@ -529,6 +529,14 @@ static int print_event(void *ctx, const struct journal_event *ev)
     case JOURNAL_EV_TOOL_RESULT:
         buf_printf(&b, "tool result %s %s: %s%s", S("callId"), S("tool"), S("status"),
                    cJSON_IsTrue(json_get(d, "replayed")) ? " (replayed)" : "");
+        if (*S("commit")) /* publish_branch */
+            buf_printf(&b, " (%s %s to %s as %s)",
+                       cJSON_IsFalse(json_get(d, "pushed")) ? "found" : "pushed", S("commit"),
+                       S("remote"), S("ref"));
+        if (*S("server")) /* an MCP tool */
+            buf_printf(&b, " (MCP server %s)", S("server"));
+        if (cJSON_IsTrue(json_get(d, "redacted")))
+            buf_puts(&b, " (credentials redacted)");
         break;
     case JOURNAL_EV_APPROVAL_REQUESTED:
         buf_printf(&b, "approval requested %s: %s", S("id"), S("summary"));

@@ -856,6 +856,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
                        : streq(cls, "SandboxUnreachable") ? "SandboxUnreachable"
                        : streq(cls, "JournalUnavailable") ? "JournalUnavailable"
                        : streq(cls, "SandboxNotReady")    ? "SandboxNotReady"
+                       : streq(cls, "ToolServerUnreachable") ? "ToolServerUnreachable"
                                                           : "AttemptFailed")
                     : "AttemptFailed";
         stuck_msg = xasprintf("turn %lld: attempt %lld of %lld failed (exit %d)%s%s; the Job "

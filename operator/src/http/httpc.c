@@ -69,6 +69,14 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *ud)
 {
     struct xfer *x = ud;
     size_t n = size * nmemb;
+    if (x->req->on_data) {
+        int r = x->req->on_data(x->req->ctx, p, n);
+        if (r) {
+            x->cb_err = r;
+            return 0;
+        }
+        return n;
+    }
     if (!x->req->on_line) {
         if (x->resp->body.len + n > x->max_body) {
             x->cb_err = TERN_ETOOLARGE;

@@ -35,6 +35,8 @@ char *prompt_system(const struct prompt_input *in)
         buf_puts(&b, ". Some calls need a human's approval; if one is denied, continue "
                      "without it.\n");
     }
+    if (in->trusted && *in->trusted)
+        buf_puts(&b, in->trusted);
     buf_puts(&b, "When the objective is met, answer with a short summary of what you did and "
                  "where the results are (no tool call).\n");
     if (in->memory && *in->memory) {

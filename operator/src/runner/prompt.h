@@ -32,6 +32,7 @@ struct prompt_input {
      * is none (an unreadable one is not a missing one: the runner retries) */
     bool memory_missing;
     bool skills_missing;
+    const char *trusted;           /* about the trusted tools (runner/trusted), or NULL */
 };
 
 /* The system prompt (newly allocated). The memory text is cut to

@@ -8,7 +8,9 @@
 #include "runner/testhook.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,6 +171,110 @@ int sbx_call(struct sbx *s, const char *key, const struct policy_args *a, int64_
     free(url);
     free(body);
     free(keyhdr);
+    return rc;
+}
+
+/* ---- files for the trusted tools --------------------------------------- */
+
+struct fetch_ctx {
+    int fd;
+    uint64_t got, max;
+};
+
+static int fetch_data(void *ctx, const char *p, size_t n)
+{
+    struct fetch_ctx *f = ctx;
+    if (f->got + n > f->max)
+        return TERN_ETOOLARGE;
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(f->fd, p + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -EIO;
+        off += (size_t)w;
+    }
+    f->got += n;
+    return 0;
+}
+
+int sbx_fetch_file(struct sbx *s, const char *path, int fd, uint64_t max, int64_t timeout_ms,
+                   uint64_t *ret_size, long *ret_status, struct tern_err *err)
+{
+    const uint64_t range = 64u << 20;
+    const char *headers[] = {s->auth, NULL};
+    char *base = path_url(s, "/v1/files/", path);
+    struct fetch_ctx f = {.fd = fd, .max = max};
+    int rc = 0;
+    *ret_status = 0;
+    for (;;) {
+        char *url = xasprintf("%s?offset=%" PRIu64 "&limit=%" PRIu64, base, f.got, range);
+        uint64_t before = f.got;
+        struct httpc_request req = {.url = url,
+                                    .headers = headers,
+                                    .timeout_ms = (long)timeout_ms,
+                                    .connect_timeout_ms = s->connect_timeout_ms,
+                                    .on_data = fetch_data,
+                                    .ctx = &f};
+        struct httpc_response resp = {0};
+        rc = httpc_do(s->http, &req, &resp, err);
+        *ret_status = resp.status;
+        const char *size_h = httpc_header(&resp, "x-tern-file-size");
+        uint64_t total = 0;
+        bool sized = size_h && *size_h;
+        for (const char *c = size_h; sized && *c; c++) {
+            if (*c < '0' || *c > '9' || total > UINT64_MAX / 10 - 10) {
+                sized = false;
+                break;
+            }
+            total = total * 10 + (uint64_t)(*c - '0');
+        }
+        httpc_response_done(&resp);
+        free(url);
+        if (rc == TERN_ETOOLARGE) {
+            rc = err_set(err, rc, "%s: larger than %" PRIu64 " bytes", path, max);
+            break;
+        }
+        if (rc)
+            break;
+        if (*ret_status == 404) {
+            rc = err_set(err, TERN_ENOTFOUND, "%s: not found in the sandbox", path);
+            break;
+        }
+        if (*ret_status != 200) {
+            rc = err_set(err, TERN_EHTTP, "GET %s: HTTP %ld", path, *ret_status);
+            break;
+        }
+        if (!sized || total > max) {
+            rc = err_set(err, sized ? TERN_ETOOLARGE : TERN_EHTTP,
+                         sized ? "%s: larger than the bound" : "%s: no file size in the answer",
+                         path);
+            break;
+        }
+        if (f.got >= total || f.got == before)
+            break; /* all of it (or a file that shrank: what there was) */
+    }
+    free(base);
+    if (rc == 0)
+        *ret_size = f.got;
+    return rc;
+}
+
+int sbx_delete_file(struct sbx *s, const char *path, long *ret_status, struct tern_err *err)
+{
+    const char *headers[] = {s->auth, NULL};
+    char *url = path_url(s, "/v1/files/", path);
+    struct httpc_request req = {.method = "DELETE",
+                                .url = url,
+                                .headers = headers,
+                                .timeout_ms = 30000,
+                                .connect_timeout_ms = s->connect_timeout_ms,
+                                .max_body = 65536};
+    struct httpc_response resp = {0};
+    int rc = httpc_do(s->http, &req, &resp, err);
+    *ret_status = resp.status;
+    httpc_response_done(&resp);
+    free(url);
     return rc;
 }
 

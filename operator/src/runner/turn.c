@@ -16,6 +16,7 @@
 #include "runner/sbx.h"
 #include "runner/snapshot.h"
 #include "runner/testhook.h"
+#include "runner/trusted.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -34,9 +35,11 @@ struct turn {
     struct journal_lock *lock;
     struct replay_state s;
     struct policy_config pc;
-    struct chat_tool_def defs[POLICY_NTOOLS];
+    struct chat_tool_def defs[POLICY_MAX_DEFS];
     size_t ndefs;
-    const char *known[POLICY_NTOOLS];
+    const char *known[POLICY_MAX_DEFS];
+    struct trusted *tr;    /* the tools the runner executes itself (runner/trusted) */
+    bool catalog_done;     /* MCP servers' tools listed (or none to list) */
     struct model_client *model;
     struct sbx *sbx;
     struct price_table prices;
@@ -315,6 +318,7 @@ static int build_prompt(struct turn *t, struct tern_err *err)
         .nwritable = sp->nwritable,
         .tools = t->known,
         .ntools = t->ndefs,
+        .trusted = trusted_prompt(t->tr),
     };
     int rc = read_prompt_parts(t, &in, err);
     if (rc == 0) {
@@ -489,8 +493,81 @@ static int do_model_call(struct turn *t, struct tern_err *err)
 
 /* ---- tools ------------------------------------------------------------- */
 
+/* The definitions offered to the model: the permitted fixed tools, then
+ * the MCP tools of the catalog. */
+static void offer_tools(struct turn *t)
+{
+    t->ndefs = policy_tool_defs(&t->pc, t->defs);
+    t->ndefs += policy_mcp_defs(&t->pc, t->defs + t->ndefs, POLICY_MAX_DEFS - t->ndefs);
+    for (size_t i = 0; i < t->ndefs; i++)
+        t->known[i] = t->defs[i].name;
+}
+
+/* Lists the MCP servers' tools (runner/trusted), once. A server that
+ * refuses its credential ends the turn with the reason in the journal; an
+ * unreachable one is retryable. */
+static int load_catalog(struct turn *t, struct tern_err *err)
+{
+    struct tern_err e = {0};
+    int rc = trusted_catalog(t->tr, &t->pc, t->st.tool_notes, sizeof t->st.tool_notes, &e);
+    if (rc == TERN_EAUTH || rc == TERN_EINVALID) {
+        cJSON *d = obj();
+        json_add_string(d, "phase", "tools");
+        json_add_string(d, "message", e.msg);
+        if ((rc = append(t, "error", NULL, d, err)))
+            return rc;
+        cJSON *f = obj();
+        json_add_string(f, "outcome", PLAN_OUTCOME_ERROR);
+        json_add_string(f, "reason", "tool_server_refused");
+        json_add_string(f, "message", e.msg);
+        t->catalog_done = true;
+        return append(t, "turn_finished", NULL, f, err);
+    }
+    if (rc) {
+        set_class(t, "ToolServerUnreachable");
+        if (err)
+            *err = e;
+        return rc;
+    }
+    offer_tools(t);
+    t->catalog_done = true;
+    return 0;
+}
+
+/* A trusted tool (MCP, publish_branch): executed here, its result
+ * sanitized, journaled under the call's key. */
+static int do_trusted_execute(struct turn *t, const struct plan *p, struct tern_err *err)
+{
+    char *key = xasprintf("%s/%s", t->cfg->uid, p->call->id);
+    struct trusted_result r = {0};
+    const char *cls = NULL;
+    int64_t s0 = mono_ms();
+    int rc = trusted_execute(t->tr, p->call->id, &p->args, p->decision.timeout_ms, &r, &cls, err);
+    t->st.tool_ms += mono_ms() - s0;
+    t->st.tool_calls++;
+    if (rc) {
+        free(key);
+        set_class(t, cls ? cls : "ToolServerUnreachable");
+        return err_wrap(err, rc, "%s", p->call->name); /* retryable: the same key next time */
+    }
+    cJSON *d = r.extra ? r.extra : obj();
+    r.extra = NULL;
+    json_add_string(d, "callId", p->call->id);
+    json_add_string(d, "tool", p->call->name);
+    json_add_string(d, "status", r.status);
+    json_add_string(d, "output", r.output);
+    if (r.redacted)
+        cJSON_AddTrueToObject(d, "redacted");
+    trusted_result_done(&r);
+    rc = append(t, "tool_result", key, d, err);
+    free(key);
+    return rc;
+}
+
 static int do_tool_execute(struct turn *t, const struct plan *p, struct tern_err *err)
 {
+    if (p->tool == POLICY_MCP || p->tool == POLICY_PUBLISH)
+        return do_trusted_execute(t, p, err);
     char *key = xasprintf("%s/%s", t->cfg->uid, p->call->id);
     struct sbx_result r;
     int64_t s0 = mono_ms();
@@ -515,7 +592,9 @@ static int do_tool_execute(struct turn *t, const struct plan *p, struct tern_err
     }
     testhook_at("tool_result");
     const char *status = NULL;
-    char *out = sbx_render(&r, &status);
+    char *raw = sbx_render(&r, &status);
+    char *out = trusted_sanitize(t->tr, raw, 0, NULL); /* no credential is there; if one were */
+    free(raw);
     cJSON *d = obj();
     json_add_string(d, "callId", p->call->id);
     json_add_string(d, "tool", p->call->name);
@@ -679,9 +758,6 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
 
     replay_state_init(&t.s);
     runner_spec_policy(&cfg->spec, &t.pc);
-    t.ndefs = policy_tool_defs(&t.pc, t.defs);
-    for (size_t i = 0; i < t.ndefs; i++)
-        t.known[i] = t.defs[i].name;
     if ((rc = load_prices(&t, err)))
         goto out;
     if ((rc = etcd_endpoints_parse(cfg->etcd_endpoints, &eps, &neps, err))) {
@@ -726,6 +802,13 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
     t.model = model_client_new(&mc);
     struct sbx_config sc = {.address = cfg->sandbox_addr, .token = cfg->sandbox_token};
     t.sbx = sbx_new(&sc);
+    t.tr = trusted_new(cfg, t.sbx, stop);
+    if (!trusted_has_mcp(t.tr)) {
+        struct tern_err e0 = {0};
+        trusted_catalog(t.tr, &t.pc, NULL, 0, &e0); /* the publish schema; nothing to list */
+        t.catalog_done = true;
+    }
+    offer_tools(&t);
 
     for (;;) {
         if (stopped(&t)) {
@@ -739,6 +822,17 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
         if (p.action == PLAN_DONE) {
             plan_done(&p);
             break;
+        }
+        bool needs_tools = p.action == PLAN_MODEL_REQUEST || p.action == PLAN_MODEL_CALL ||
+                           replay_next_pending(&t.s) != NULL;
+        if (!t.catalog_done && needs_tools) {
+            /* calls and model requests need the MCP tools: list them, plan
+             * again (a turn that only has to finish does not wait for a
+             * server) */
+            plan_done(&p);
+            if ((rc = load_catalog(&t, err)))
+                goto out;
+            continue;
         }
         rc = perform(&t, &p, err);
         plan_done(&p);
@@ -764,6 +858,7 @@ out:
     etcd_free(t.etcd);
     etcd_endpoints_free(eps);
     model_client_free(t.model);
+    trusted_free(t.tr);
     sbx_free(t.sbx);
     price_table_done(&t.prices);
     free(t.system_prompt);
