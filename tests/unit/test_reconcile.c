@@ -150,27 +150,39 @@ TEST(pending_intent_brings_sandbox_then_turn)
     in.journal.intent_pending = true;
     struct reconcile_output o;
     reconcile_decide(&in, &o);
+    /* the sandbox and the turn's runner start together: the runner waits
+     * for the sandbox's address (apply -> first model request) */
     ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 1);
-    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
-    ASSERT_EQ_STR(o.phase, "Provisioning");
-    reconcile_output_done(&o);
-
-    char hash[17];
-    in.pod = (struct observed_pod){.exists = true, .phase = "Running", .ready = true,
-                                   .ip = "127.1.0.5", .sandbox_hash = children_sandbox_hash(s, &cfg, hash)};
-    reconcile_decide(&in, &o);
-    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 0);
     const struct reconcile_action *job = find(&o, RA_CREATE, "batch/v1/jobs");
     ASSERT_NOT_NULL(job);
     ASSERT_EQ_STR(json_get(json_get(job->object, "metadata"), "name")->valuestring, "s1-t1");
-    ASSERT_EQ_STR(o.phase, "Running");
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "TurnStarted"), 1);
+    ASSERT_EQ_STR(o.phase, "Provisioning"); /* until the sandbox is ready */
+    ASSERT_NULL(json_get(json_get(o.status, "sandbox"), "address"));
+    reconcile_output_done(&o);
+
+    /* the Job exists, the pod has an address but is not ready yet: the
+     * address is published for the runner, ready stays false */
+    in.job = (struct observed_job){.exists = true, .turn = 1};
+    char hash[17];
+    in.pod = (struct observed_pod){.exists = true, .phase = "Running", .ready = false,
+                                   .ip = "127.1.0.5", .sandbox_hash = children_sandbox_hash(s, &cfg, hash)};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
     ASSERT_EQ_STR(json_get(json_get(o.status, "sandbox"), "address")->valuestring,
                   "127.1.0.5:8080");
-    ASSERT_EQ_INT(count(&o, RA_EVENT, "TurnStarted"), 1);
+    ASSERT_FALSE(cJSON_IsTrue(json_get(json_get(o.status, "sandbox"), "ready")));
+    ASSERT_EQ_STR(o.phase, "Provisioning");
+    reconcile_output_done(&o);
+
+    in.pod.ready = true;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 0);
+    ASSERT_EQ_STR(o.phase, "Running");
+    ASSERT_TRUE(cJSON_IsTrue(json_get(json_get(o.status, "sandbox"), "ready")));
     reconcile_output_done(&o);
 
     /* the Job exists (turn 1 not yet journaled): no second Job */
-    in.job = (struct observed_job){.exists = true, .turn = 1};
     reconcile_decide(&in, &o);
     ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
     ASSERT_EQ_STR(o.phase, "Running");
@@ -411,8 +423,16 @@ TEST(changed_sandbox_spec_recreates_the_pod_between_turns)
     ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, "sandbox_switched"), 1);
     ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
     reconcile_output_done(&o);
-    /* the same while a turn runs: left alone */
+    /* turn 2's runner is up but waits for the sandbox (turn 2 not yet
+     * journaled): the sandbox is replaced all the same */
     in.job = (struct observed_job){.exists = true, .turn = 2};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 1);
+    reconcile_output_done(&o);
+    /* while turn 2 runs: left alone, the turn ends on its sandbox */
+    in.journal.turn = 2;
+    in.journal.outcome = NULL;
+    in.journal.intent_pending = false;
     reconcile_decide(&in, &o);
     ASSERT_EQ_INT(count(&o, RA_DELETE, NULL), 0);
     reconcile_output_done(&o);

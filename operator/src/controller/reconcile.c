@@ -887,11 +887,16 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
                       !streq(in->pod.phase, "Succeeded");
     bool pod_stale = pod_usable && !streq(in->pod.sandbox_hash, hash);
     bool sandbox_ready = pod_usable && !pod_stale && in->pod.ready && in->pod.ip;
-    if (in->pod.exists && !in->pod.deleting && !running) {
+    /* a turn whose runner is up but has not journaled turn_started yet (it
+     * waits for the sandbox) may have its sandbox replaced like no turn */
+    bool turn_underway = running && !(in->job.turn > j->turn);
+    if (in->pod.exists && !in->pod.deleting && (!turn_underway || !pod_usable)) {
         bool park = false;
         const char *why = NULL;
         if (!pod_usable) {
             why = "the sandbox pod ended; it is recreated when needed";
+        } else if (pod_stale && turn_underway) {
+            /* the turn ends on the sandbox it started with */
         } else if (pod_stale) {
             why = "spec.sandbox changed; the sandbox is recreated on the same workspace";
             cJSON *d = cJSON_CreateObject();
@@ -900,6 +905,8 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             char *key = xasprintf("sandbox/%s", hash);
             append(out, "sandbox_switched", j->turn, key, d);
             free(key);
+        } else if (running) {
+            /* a turn's runner is waiting for this sandbox */
         } else if ((s->suspend || failed) && in->forks_copying == 0) {
             why = s->suspend ? "suspended: the sandbox pod is removed, the workspace kept"
                              : "the session ended: the sandbox pod is removed";
@@ -919,12 +926,19 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             sandbox_ready = false;
         }
     }
+    bool sandbox_created = false;
     if (need_sandbox && !in->pod.exists && !journal_moving && !stuck_sandbox) {
         if (!in->refs_checked)
             out->wants_refs = true;
         create(out, "v1/pods", children_sandbox_pod(s, in->cfg));
         event(out, "Normal", "SandboxCreated", "sandbox pod created");
+        sandbox_created = true;
     }
+    /* the turn's runner starts beside its sandbox, not after it: the runner
+     * waits for the sandbox's address and for tern-sandboxd to answer, so
+     * the two pods start at once (apply -> first model request) */
+    bool sandbox_coming = sandbox_ready || sandbox_created ||
+                          (pod_usable && !pod_stale && !stuck_sandbox);
 
     /* --- a fork's workspace copy ------------------------------------------ */
     if (!forked && j->last_seq == fork_at && !journal_moving) {
@@ -959,7 +973,8 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     /* --- the next turn ------------------------------------------------ */
     int64_t next_turn = j->turn + 1;
     bool job_for_next = in->job.exists && in->job.turn == next_turn;
-    if (want_turn && sandbox_ready && !journal_moving && !job_for_next && !stuck_runner) {
+    if (want_turn && sandbox_coming && !journal_moving && !job_for_next && !stuck_runner &&
+        !stuck_sandbox) {
         if (!in->refs_checked)
             out->wants_refs = true;
         create(out, "batch/v1/jobs", children_turn_job(s, in->cfg, next_turn, in->price_json));
@@ -981,8 +996,8 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         phase = "Blocked";
     else if (!forked)
         phase = "Provisioning";
-    else if (running)
-        phase = "Running";
+    else if (running) /* the runner may be up before its sandbox */
+        phase = sandbox_ready || !need_sandbox ? "Running" : "Provisioning";
     else if (j->pending_id)
         phase = "WaitingForApproval";
     else if (completed) /* a finished session stays finished when suspended */
@@ -1066,7 +1081,10 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     char *podname = children_name(s->name, "sandbox");
     json_add_string(sb, "pod", podname);
     free(podname);
-    if (sandbox_ready) {
+    /* the address once the pod runs (the runner may connect as soon as
+     * tern-sandboxd answers; a Pending pod's IP may never serve); ready once
+     * the pod's readiness probe passed */
+    if (pod_usable && !pod_stale && in->pod.ip && streq(in->pod.phase, "Running")) {
         char *addr = xasprintf("%s:%d", in->pod.ip, SANDBOX_PORT);
         json_add_string(sb, "address", addr);
         free(addr);

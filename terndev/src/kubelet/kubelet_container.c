@@ -258,6 +258,8 @@ int kubelet__start_container(struct kubelet *k, struct kpod *p, const cJSON *pod
             const cJSON *lp = kobj_at(spec, "livenessProbe");
             c->next_ready_ms = now_ms + kobj_int(rp, "initialDelaySeconds", 0) * 1000;
             c->next_live_ms = now_ms + kobj_int(lp, "initialDelaySeconds", 0) * 1000;
+            c->has_ready_probe = rp != NULL;
+            c->has_live_probe = lp != NULL;
             c->ready_succ = c->ready_fail = c->live_fail = 0;
             kubelet__write_pids(k, p);
         }
