@@ -887,6 +887,10 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
                       !streq(in->pod.phase, "Succeeded");
     bool pod_stale = pod_usable && !streq(in->pod.sandbox_hash, hash);
     bool sandbox_ready = pod_usable && !pod_stale && in->pod.ready && in->pod.ip;
+    /* a session whose turn cannot start (its runner is blocked, no Job
+     * runs) waits like an idle one: no new sandbox, and the one it has goes
+     * after idleSuspendSeconds (it comes back with the turn) */
+    bool idle_blocked = stuck_runner && !running;
     /* a turn whose runner is up but has not journaled turn_started yet (it
      * waits for the sandbox) may have its sandbox replaced like no turn */
     bool turn_underway = running && !(in->job.turn > j->turn);
@@ -910,7 +914,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         } else if ((s->suspend || failed) && in->forks_copying == 0) {
             why = s->suspend ? "suspended: the sandbox pod is removed, the workspace kept"
                              : "the session ended: the sandbox pod is removed";
-        } else if (!need_sandbox && s->sandbox.idle_suspend_seconds > 0) {
+        } else if ((!need_sandbox || idle_blocked) && s->sandbox.idle_suspend_seconds > 0) {
             int64_t idle_until = j->updated_at + s->sandbox.idle_suspend_seconds;
             if (in->now >= idle_until) {
                 park = true;
@@ -927,7 +931,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         }
     }
     bool sandbox_created = false;
-    if (need_sandbox && !in->pod.exists && !journal_moving && !stuck_sandbox) {
+    if (need_sandbox && !idle_blocked && !in->pod.exists && !journal_moving && !stuck_sandbox) {
         if (!in->refs_checked)
             out->wants_refs = true;
         create(out, "v1/pods", children_sandbox_pod(s, in->cfg));
@@ -1018,6 +1022,25 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     else
         phase = "Pending";
     out->phase = phase;
+
+    /* --- a finished session past its time to live ----------------------- */
+    int64_t ttl = s->ttl_seconds_after_finished >= 0 ? s->ttl_seconds_after_finished
+                  : in->cfg->session_ttl_seconds > 0 ? in->cfg->session_ttl_seconds
+                                                     : -1;
+    if (ttl >= 0 && (streq(phase, "Succeeded") || streq(phase, "Failed")) && j->last_seq > 0) {
+        int64_t expires = j->updated_at + ttl;
+        if (in->now >= expires) {
+            char *note = xasprintf("finished %lld s ago (ttlSecondsAfterFinished %lld): the "
+                                   "session is deleted%s",
+                                   (long long)(in->now - j->updated_at), (long long)ttl,
+                                   in->retain_journal ? ", its journal kept" : "");
+            event(out, "Normal", "Expired", note);
+            free(note);
+            delete_child(out, "tern.dev/v1alpha1/agentsessions", xstrdup(in->name));
+        } else if (!out->requeue_after || expires - in->now < out->requeue_after) {
+            out->requeue_after = expires - in->now;
+        }
+    }
 
     json_add_string(st, "phase", phase);
     const char *ready_reason = phase;
