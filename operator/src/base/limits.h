@@ -22,6 +22,7 @@
 #define TERN_HTTP_MAX_LINE         (16u << 20) /* one streamed line (watch event) */
 #define TERN_HTTP_MAX_HEADER       8192        /* one response header line kept */
 #define TERN_HTTP_MAX_URL          8192
+#define TERN_HTTP_CA_CACHE_S       60          /* a CA file is re-read at least this often */
 
 /* Kubernetes objects (kube-apiserver's own request limit is 3 MiB) */
 #define TERN_KUBE_MAX_OBJECT       (3u << 20)
@@ -68,6 +69,9 @@
 #define TERN_ETCD_POOL_IDLE        8            /* idle connections kept per client */
 #define TERN_ETCD_MAX_RESPONSE     (64u << 20)  /* one unary response body */
 #define TERN_ETCD_MAX_KEY          4096         /* one key we send */
+#define TERN_ETCD_MAX_USER         128          /* an etcd user or role name */
+#define TERN_ETCD_MAX_PASSWORD     128          /* an etcd password (file) */
+#define TERN_ETCD_MAX_USERS        100000       /* users or roles listed */
 
 /* journal module */
 #define TERN_JOURNAL_MAX_DATA      (16u << 20)  /* one event's data, chunked */

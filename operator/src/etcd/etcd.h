@@ -67,9 +67,12 @@ struct etcd;
 struct etcd_config {
     const char *const *endpoints; /* base URLs, no trailing path; required */
     size_t nendpoints;            /* >= 1, <= TERN_ETCD_MAX_ENDPOINTS */
-    const struct httpc_tls *tls;  /* client cert / CA for https endpoints, or NULL */
+    const struct httpc_tls *tls;  /* client cert / CA for https endpoints, or NULL;
+                                   * its files are read per new connection */
     const char *username;         /* etcd auth; NULL = auth disabled */
-    const char *password;
+    const char *password;         /* or: */
+    const char *password_file;    /* read (trailing whitespace trimmed) at every
+                                   * authentication, so a rotated password is used */
     long timeout_ms;         /* each unary request; 0 = 5000 */
     long connect_timeout_ms; /* 0 = 2000 */
 };
@@ -80,6 +83,12 @@ struct etcd_config {
  * on the client may be running when it is freed. */
 int etcd_new(const struct etcd_config *cfg, struct etcd **ret, struct tern_err *err);
 void etcd_free(struct etcd *c);
+
+/* Reads a one-line secret (a password) from path into *ret (newly
+ * allocated, NUL-terminated, trailing newline and spaces removed). Returns 0,
+ * or TERN_EINVALID when the file cannot be read, is empty or longer than
+ * TERN_ETCD_MAX_PASSWORD bytes. */
+int etcd_read_secret_file(const char *path, char **ret, struct tern_err *err);
 
 /* Parses a comma-separated endpoint list ("http://a:2379,http://b:2379", as
  * in TERN_ETCD_ENDPOINTS) into a newly allocated NULL-terminated array of
@@ -374,6 +383,58 @@ typedef int (*etcd_watch_fn)(void *ctx, const struct etcd_watch_batch *b);
  * across reconnects. */
 int etcd_watch(struct etcd *c, const struct etcd_watch_req *req, etcd_watch_fn fn, void *ctx,
                atomic_bool *cancel, int64_t *ret_compact_revision, struct tern_err *err);
+
+/* ---- auth administration (auth.c) ----------------------------------------
+ *
+ * etcd's own users, roles and permissions (etcd's "auth"): a role holds
+ * permissions (READ, WRITE or READWRITE on a key or a key range), a user
+ * holds roles and a password; the role named "root" may do everything,
+ * including these calls. Once enabled, every request needs a user (the
+ * client authenticates with username/password and sends the token). These
+ * calls need a client of a root user, or auth still disabled (the
+ * bootstrap). Names are 1..TERN_ETCD_MAX_USER printable bytes.
+ *
+ * Errors besides the client's: -EEXIST (user or role already exists),
+ * TERN_ENOTFOUND (no such user, role, permission or grant), -ENOTSUP
+ * (authentication is not enabled: from etcd_authenticate_check),
+ * TERN_EINVALID (enabling auth without a root user with the root role),
+ * TERN_EAUTH (the client may not do this). */
+
+enum etcd_perm { ETCD_PERM_READ = 0, ETCD_PERM_WRITE, ETCD_PERM_READWRITE };
+
+struct etcd_perm_entry {
+    enum etcd_perm perm;
+    char *key;       /* the key or the range's start */
+    char *range_end; /* "" = the single key; "\0" stored as "" too */
+};
+
+int etcd_auth_enable(struct etcd *c, struct tern_err *err);
+int etcd_auth_disable(struct etcd *c, struct tern_err *err);
+int etcd_user_add(struct etcd *c, const char *name, const char *password, struct tern_err *err);
+int etcd_user_password(struct etcd *c, const char *name, const char *password,
+                       struct tern_err *err);
+int etcd_user_delete(struct etcd *c, const char *name, struct tern_err *err);
+int etcd_user_grant(struct etcd *c, const char *user, const char *role, struct tern_err *err);
+/* The roles of a user (NULL-terminated array, free with etcd_strings_free)
+ * and their count (ret_n may be NULL); TERN_ENOTFOUND for no such user. */
+int etcd_user_roles(struct etcd *c, const char *name, char ***ret, size_t *ret_n,
+                    struct tern_err *err);
+int etcd_user_list(struct etcd *c, char ***ret, size_t *ret_n, struct tern_err *err);
+int etcd_role_add(struct etcd *c, const char *name, struct tern_err *err);
+int etcd_role_delete(struct etcd *c, const char *name, struct tern_err *err);
+/* Grants perm on keys (a single key, a prefix or [key, range_end)). */
+int etcd_role_grant(struct etcd *c, const char *role, enum etcd_perm perm,
+                    const struct etcd_keys *keys, struct tern_err *err);
+/* A role's permissions (*ret_n entries, free with etcd_perms_free). */
+int etcd_role_perms(struct etcd *c, const char *role, struct etcd_perm_entry **ret,
+                    size_t *ret_n, struct tern_err *err);
+void etcd_perms_free(struct etcd_perm_entry *v, size_t n);
+int etcd_role_list(struct etcd *c, char ***ret, size_t *ret_n, struct tern_err *err);
+void etcd_strings_free(char **v);
+/* Authenticates now with the configured username and password: 0, TERN_EAUTH
+ * (wrong user or password), -ENOTSUP (auth is not enabled) or a transport
+ * error. */
+int etcd_authenticate_check(struct etcd *c, struct tern_err *err);
 
 /* ---- checking replies (tests, fuzzing) --------------------------------- */
 

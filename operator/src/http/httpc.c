@@ -129,8 +129,20 @@ static void set_tls(CURL *h, const struct httpc_tls *t)
 {
     if (!t)
         return;
-    if (t->ca_file)
+    if (t->ca_file) {
         curl_easy_setopt(h, CURLOPT_CAINFO, t->ca_file);
+#if LIBCURL_VERSION_NUM >= 0x075700 /* 7.87: libcurl caches the CA store, 24 h by default */
+        curl_easy_setopt(h, CURLOPT_CA_CACHE_TIMEOUT, (long)TERN_HTTP_CA_CACHE_S);
+#endif
+    }
+    if (t->cert_file) {
+        curl_easy_setopt(h, CURLOPT_SSLCERT, t->cert_file);
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    }
+    if (t->key_file) {
+        curl_easy_setopt(h, CURLOPT_SSLKEY, t->key_file);
+        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    }
     if (t->ca_pem) {
         struct curl_blob blob = {(void *)t->ca_pem, t->ca_pem_len, CURL_BLOB_COPY};
         curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);

@@ -29,7 +29,10 @@
 
 struct httpc;
 
-/* TLS material; PEM blobs are used from memory (never written to files). */
+/* TLS material: PEM blobs from memory (never written to files), or files.
+ * Files are read again for every new connection (and the CA file at least
+ * every TERN_HTTP_CA_CACHE_S seconds), so certificates rotated on disk take
+ * effect without a restart; a connection already open keeps its session. */
 struct httpc_tls {
     const char *ca_file;   /* CA bundle path, or NULL */
     const char *ca_pem;    /* CA PEM in memory, or NULL */
@@ -38,6 +41,8 @@ struct httpc_tls {
     size_t cert_pem_len;
     const char *key_pem;   /* client key PEM, or NULL */
     size_t key_pem_len;
+    const char *cert_file; /* client certificate (PEM chain) path, or NULL */
+    const char *key_file;  /* its key (PEM) path, or NULL */
     bool insecure;         /* skip server verification */
 };
 
