@@ -134,6 +134,8 @@ class Local:
         self.keep = keep
         self.procs = {}
         self.etcd_url = None
+        self.journal = None      # JournalEtcd: the test's own view (as root)
+        self.journal_pki = None
         self.kubeconfig = None
         self.model_addr = None
 
@@ -146,37 +148,104 @@ class Local:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     # ---- processes ----------------------------------------------------
+    def journal_etcd_binary(self):
+        """The journal's etcd: Debian's 3.4 beside tern-dev (always there), the
+        official 3.6 that `make kube` builds beside the real control plane (what
+        a current cluster runs). docs/journal.md, "The locked door", says what
+        differs between the two."""
+        if self.cluster == "kube":
+            import kubecluster
+            return os.path.join(kubecluster.KUBE_BIN, "etcd")
+        return ETCD
+
+    def make_journal_pki(self):
+        """The journal's PKI (docs/journal.md, "The locked door"): one CA; a
+        serving certificate for 127.0.0.1 (also its peer certificate); client
+        certificates of the operator and of the runners. No certificate has
+        a CommonName: etcd's gateway refuses such clients once auth is on,
+        and users log in with passwords (root's and the operator's, 32
+        random bytes each)."""
+        import kubecluster
+        d = os.path.join(self.dir, "journal-pki")
+        pki = kubecluster.PKI(d)
+        pki.ca("ca", None, subj="/O=tern/OU=journal-ca")
+        pki.cert("server", "ca", None, orgs=("tern",), ous=("journal-etcd",), server=True,
+                 sans=("IP:127.0.0.1", "DNS:localhost"))
+        pki.cert("operator", "ca", None, orgs=("tern",), ous=("journal-operator",))
+        pki.cert("runner", "ca", None, orgs=("tern",), ous=("journal-runner",))
+        for name in ("root-password", "operator-password"):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(os.urandom(32).hex() + "\n")
+            os.chmod(os.path.join(d, name), 0o600)
+        self.journal_pki = pki
+        return pki
+
+    def journal_flags(self):
+        """The operator's flags for the locked journal."""
+        p = self.journal_pki.path
+        return ["--etcd-endpoints", self.etcd_url, "--etcd-ca-file", p("ca.crt"),
+                "--etcd-cert-file", p("operator.crt"), "--etcd-key-file", p("operator.key"),
+                "--etcd-password-file", p("operator-password"),
+                "--etcd-root-password-file", p("root-password"),
+                "--etcd-runner-cert-file", p("runner.crt"),
+                "--etcd-runner-key-file", p("runner.key")]
+
     def start_etcd(self):
+        """The journal's etcd, locked: HTTPS only with client certificates of
+        the journal's CA (--client-cert-auth, peers too), then etcd auth set
+        up by `tern-operator --journal-init` (root, the operator's user and
+        role). --bcrypt-cost 4: every password is 32 random bytes, so the
+        slow hash buys nothing. Returns the URL."""
+        pki = self.make_journal_pki()
+        p = pki.path
+        tls = ["--cert-file", p("server.crt"), "--key-file", p("server.key"),
+               "--client-cert-auth", "--trusted-ca-file", p("ca.crt"),
+               "--peer-cert-file", p("server.crt"), "--peer-key-file", p("server.key"),
+               "--peer-client-cert-auth", "--peer-trusted-ca-file", p("ca.crt")]
         for _ in range(5):
             cport, pport = free_port(), free_port()
-            url = "http://127.0.0.1:%d" % cport
+            url = "https://127.0.0.1:%d" % cport
+            purl = "https://127.0.0.1:%d" % pport
             data = os.path.join(self.dir, "etcd")
-            p = Proc("etcd", [ETCD, "--data-dir", data, "--name", "tern-local",
-                              "--listen-client-urls", url, "--advertise-client-urls", url,
-                              "--listen-peer-urls", "http://127.0.0.1:%d" % pport,
-                              "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % pport,
-                              "--initial-cluster", "tern-local=http://127.0.0.1:%d" % pport],
-                     self.logs)
+            shutil.rmtree(data, ignore_errors=True)
+            p_ = Proc("etcd", [self.journal_etcd_binary(), "--data-dir", data, "--name",
+                               "tern-local", "--listen-client-urls", url,
+                               "--advertise-client-urls", url, "--listen-peer-urls", purl,
+                               "--initial-advertise-peer-urls", purl,
+                               "--initial-cluster", "tern-local=" + purl,
+                               "--bcrypt-cost", "4", *tls], self.logs)
+            self.journal = JournalEtcd(url, p("ca.crt"), p("operator.crt"), p("operator.key"))
             try:
-                wait_for("etcd /health", lambda: p.alive() and
-                         b"true" in urllib.request.urlopen(url + "/health", timeout=1).read(),
-                         20)
+                wait_for("etcd /health", lambda: p_.alive() and
+                         b"true" in self.journal.get("/health"), 20)
             except Failed:
-                p.stop()
+                p_.stop()
                 continue
-            self.procs["etcd"] = p
+            self.procs["etcd"] = p_
             self.etcd_url = url
+            self.journal_init()
             return url
         raise Failed("etcd did not start (ports taken?)")
+
+    def journal_init(self):
+        """tern-operator --journal-init: the users, roles and auth."""
+        r = subprocess.run([os.path.join(BIN, "tern-operator"), "--journal-init",
+                            *self.journal_flags()], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise Failed("tern-operator --journal-init: exit %d: %s" % (r.returncode,
+                                                                        r.stderr.strip()))
+        with open(self.journal_pki.path("root-password")) as f:
+            self.journal.login("root", f.read().strip())
 
     def start_terndev(self, extra=()):
         """tern-dev up on the started etcd; extra: more flags for `up`.
         Raises Failed (and leaves no process) when it does not get ready."""
         d = os.path.join(self.dir, "tern-dev")
         env = dict(os.environ, PATH=BIN + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+        # tern-dev keeps its objects in an etcd of its own (it starts it), as
+        # a cluster keeps the journal apart from its own store
         p = Proc("tern-dev", [os.path.join(BIN, "tern-dev"), "up", "--dir", d, "--port", "0",
-                              "--etcd", self.etcd_url, *extra], self.logs, env=env,
-                 stdout_pipe=True)
+                              *extra], self.logs, env=env, stdout_pipe=True)
         try:
             line = p.read_line(60)
         except Failed:
@@ -228,7 +297,7 @@ class Local:
 
     def start_operator(self, name="tern-operator", extra=()):
         argv = [os.path.join(BIN, "tern-operator"), "--kubeconfig", self.kubeconfig,
-                "--etcd-endpoints", self.etcd_url, "--metrics-addr", "127.0.0.1:%d" % free_port(),
+                *self.journal_flags(), "--metrics-addr", "127.0.0.1:%d" % free_port(),
                 "--health-addr", "127.0.0.1:%d" % free_port(), "--runner-image", "tern-runner:local",
                 "--sandbox-image", "tern-sandbox:local", "--id", name, *extra]
         p = Proc(name, argv, self.logs)
@@ -325,7 +394,7 @@ def condition(s, t):
 # ---- looking inside: the journal (etcd JSON gateway) and sandboxd ----------
 def _b64(s):
     import base64
-    return base64.b64encode(s.encode()).decode()
+    return base64.b64encode(s.encode() if isinstance(s, str) else s).decode()
 
 
 def _unb64(s):
@@ -333,32 +402,56 @@ def _unb64(s):
     return base64.b64decode(s).decode()
 
 
-def journal_events(etcd_url, uid):
+class JournalEtcd:
+    """The locked journal etcd as a test sees it: HTTPS with a client
+    certificate, then an etcd user's token (login)."""
+
+    def __init__(self, url, ca, cert=None, key=None):
+        import ssl
+        self.url = url
+        self.ctx = ssl.create_default_context(cafile=ca)
+        if cert:
+            self.ctx.load_cert_chain(cert, key)
+        self.token = None
+
+    def get(self, path):
+        return urllib.request.urlopen(self.url + path, context=self.ctx, timeout=5).read()
+
+    def call(self, path, body):
+        """POST body (JSON) to path; the reply as JSON, or urllib's HTTPError."""
+        h = {"Content-Type": "application/json"}
+        if self.token:
+            h["Authorization"] = self.token
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(), headers=h)
+        return json.loads(urllib.request.urlopen(req, context=self.ctx, timeout=10).read())
+
+    def login(self, user, password):
+        self.token = None
+        self.token = self.call("/v3/auth/authenticate",
+                               {"name": user, "password": password})["token"]
+        return self
+
+    def range(self, prefix, keys_only=False):
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        out = self.call("/v3/kv/range", {"key": _b64(prefix), "range_end": _b64(end),
+                                         "keys_only": keys_only})
+        return [(_unb64(kv["key"]), _unb64(kv.get("value", "")) if not keys_only else None)
+                for kv in out.get("kvs", [])]
+
+    def put(self, key, value):
+        return self.call("/v3/kv/put", {"key": _b64(key), "value": _b64(value)})
+
+
+def journal_events(j, uid):
     """Every event of a session's journal, decoded, in seq order."""
     prefix = "/tern/v1/s/%s/ev/" % uid
-    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-    body = json.dumps({"key": _b64(prefix), "range_end": _b64(end)}).encode()
-    req = urllib.request.Request(etcd_url + "/v3/kv/range", data=body,
-                                 headers={"Content-Type": "application/json"})
-    out = json.loads(urllib.request.urlopen(req, timeout=10).read())
-    events = []
-    for kv in out.get("kvs", []):
-        key = _unb64(kv["key"])
-        if "/c/" in key[len(prefix):]:
-            continue  # chunks of an oversize event
-        events.append(json.loads(_unb64(kv.get("value", ""))))
+    events = [json.loads(v) for _, v in j.range(prefix)]
     events.sort(key=lambda e: e["seq"])
     return events
 
 
-def journal_keys(etcd_url, uid):
-    prefix = "/tern/v1/s/%s/" % uid
-    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-    body = json.dumps({"key": _b64(prefix), "range_end": _b64(end), "keys_only": True}).encode()
-    req = urllib.request.Request(etcd_url + "/v3/kv/range", data=body,
-                                 headers={"Content-Type": "application/json"})
-    out = json.loads(urllib.request.urlopen(req, timeout=10).read())
-    return [_unb64(kv["key"]) for kv in out.get("kvs", [])]
+def journal_keys(j, uid):
+    return [k for k, _ in j.range("/tern/v1/s/%s/" % uid, keys_only=True)]
 
 
 def sandbox_executions(addr, token):

@@ -267,7 +267,7 @@ def step_fork_and_events(r):
     contains(out, "demo-alt", "kubectl tern fork")
     child = t.wait_session("demo-alt", "forked", lambda s: any(
         e["type"] == "forked_from" for e in ternlocal.journal_events(
-            t.etcd_url, s["metadata"]["uid"])), 60, ns=NS)
+            t.journal, s["metadata"]["uid"])), 60, ns=NS)
     eq(child["spec"]["forkFrom"]["session"], "demo", "forkFrom")
 
 
@@ -284,7 +284,7 @@ def step_suspend_and_delete(r):
     t.kubectl("delete", "agentsession", "demo", "demo-alt", "-n", NS, "--timeout=60s")
     for n, uid in uids.items():
         wait_for("journal of %s deleted" % n,
-                 lambda: ternlocal.journal_keys(t.etcd_url, uid) == [], 30)
+                 lambda: ternlocal.journal_keys(t.journal, uid) == [], 30)
         wait_for("children of %s deleted" % n, lambda: t.kubectl(
             "get", "pods,jobs,pvc,secrets,configmaps,networkpolicies", "-n", NS,
             "-l", "tern.dev/session-uid=" + uid, "-o", "name").strip() == "", 60, interval=0.2)

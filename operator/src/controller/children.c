@@ -3,6 +3,7 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
+#include "journal/journal.h"
 #include "json/json.h"
 #include "sandbox/sandbox_contract.h"
 
@@ -435,6 +436,27 @@ cJSON *children_turn_job(const struct session_spec *s, const struct children_con
     env(e, "TERN_SESSION_UID", s->uid);
     env(e, "TERN_TURN", turn_s);
     env(e, "TERN_ETCD_ENDPOINTS", c->etcd_endpoints);
+    if (c->journal_locked) {
+        /* the session's own etcd user and the runners' client certificate */
+        env(e, "TERN_ETCD_CA_FILE", CHILDREN_JOURNAL_DIR "/ca.crt");
+        env(e, "TERN_ETCD_CERT_FILE", CHILDREN_JOURNAL_DIR "/tls.crt");
+        env(e, "TERN_ETCD_KEY_FILE", CHILDREN_JOURNAL_DIR "/tls.key");
+        char *user = journal_session_user(s->uid);
+        env(e, "TERN_ETCD_USERNAME", user ? user : "");
+        free(user);
+        env(e, "TERN_ETCD_PASSWORD_FILE", CHILDREN_JOURNAL_DIR "/password");
+        mount((cJSON *)json_get(ctr, "volumeMounts"), "journal", CHILDREN_JOURNAL_DIR, NULL, 1);
+        cJSON *vols = (cJSON *)json_get(json_get(json_get(json_get(o, "spec"), "template"),
+                                                 "spec"),
+                                        "volumes");
+        cJSON *v = push_obj(vols);
+        str(v, "name", "journal");
+        char *js = children_name(s->name, "journal");
+        cJSON *sv = sub(v, "secret");
+        str(sv, "secretName", js);
+        cJSON_AddNumberToObject(sv, "defaultMode", 0440);
+        free(js);
+    }
     env(e, "TERN_SANDBOX_TOKEN_FILE", SANDBOX_TOKEN_FILE);
     env(e, "OPENAI_BASE_URL", s->model.base_url);
     const char *secret = s->model.api_key_secret ? s->model.api_key_secret : c->model_secret;

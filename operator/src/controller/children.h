@@ -9,6 +9,8 @@
  *
  *   <s>-workspace      PersistentVolumeClaim (the workspace, outlives pods)
  *   <s>-sandbox-token  Secret (sandboxd's bearer token; runner and sandbox)
+ *   <s>-journal        Secret (the runner's journal credentials; runner only,
+ *                      when the journal is locked: controller/jaccess.h)
  *   <s>-task           ConfigMap (task.md: objective, context, references)
  *   <s>-sandbox        NetworkPolicy and Pod (tern-sandboxd)
  *   <s>-t<n>           Job (turn n, runs tern-runner)
@@ -31,6 +33,7 @@ struct children_config {
     const char *runner_image;
     const char *sandbox_image;        /* default for spec.sandbox.image */
     const char *etcd_endpoints;       /* passed to runners */
+    bool journal_locked;              /* turn Jobs mount <s>-journal (jaccess.h) */
     const char *runner_service_account; /* default for spec.identity */
     const char *runtime_class;        /* default, or NULL */
     const char *storage_class;        /* default, or NULL */
@@ -75,6 +78,8 @@ cJSON *children_copy_job(const struct session_spec *child, const struct children
                          const char *from_addr, const char *to_addr,
                          const char *from_token_secret);
 #define CHILDREN_FROM_TOKEN_DIR   "/var/run/tern/from-token"
+/* where turn Jobs mount <s>-journal: ca.crt, tls.crt, tls.key, username, password */
+#define CHILDREN_JOURNAL_DIR      "/var/run/tern/journal"
 #define CHILDREN_LABEL_COPY_FROM  "tern.dev/copy-from-uid"
 
 #endif

@@ -444,6 +444,11 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
         switch (a->kind) {
         case RA_ADD_FINALIZER:
         case RA_REMOVE_FINALIZER: {
+            /* the session's etcd user goes with it (also when the journal
+             * is retained: nothing runs for it any more) */
+            if (a->kind == RA_REMOVE_FINALIZER && c->cfg.jaccess &&
+                (r = jaccess_revoke(c->cfg.jaccess, uid, err)))
+                break;
             cJSON *m = cJSON_CreateObject();
             cJSON_AddItemToObject(m, "finalizers",
                                   finalizers_with(session, a->kind == RA_ADD_FINALIZER));
@@ -649,6 +654,18 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
                 in.copy_job.failed = cond_true(copy_job, "Failed", &in.copy_job.failed_reason);
             }
             free(cj);
+        }
+        if (c->cfg.jaccess) {
+            /* before any turn Job can need it: the session's journal user
+             * and the Secret its runners mount */
+            char *jn = children_name(name, "journal");
+            cJSON *js = NULL;
+            owned_has(c, W_SECRETS, uid, jn, &js);
+            free(jn);
+            r = jaccess_ensure(c->cfg.jaccess, kc, spec, js, err);
+            cJSON_Delete(js);
+            if (r)
+                goto done;
         }
         char token[65];
         if (!in.token_exists && reconcile_new_token(token) == 0)

@@ -16,6 +16,7 @@
 
 #include "base/err.h"
 #include "controller/children.h"
+#include "controller/jaccess.h"
 #include "etcd/etcd.h"
 #include "kube/kubeconfig.h"
 #include "kube/recorder.h"
@@ -26,6 +27,7 @@
 struct controller_config {
     struct kubeconfig *kube;
     struct etcd *etcd;
+    struct jaccess *jaccess;      /* a locked journal: per-session access; or NULL */
     struct recorder *recorder;
     struct metrics *metrics;      /* families declared by controller_new */
     const char *namespace;        /* "" or NULL = all namespaces */

@@ -444,3 +444,35 @@ int etcd__call_obj(struct etcd *c, const char *path, cJSON *req, enum call_kind 
     free(body);
     return r;
 }
+
+int etcd_from_settings(const struct etcd_settings *s, struct etcd **ret, struct tern_err *err)
+{
+    char **eps = NULL;
+    size_t n = 0;
+    if (!s->endpoints || !*s->endpoints)
+        return err_set(err, TERN_EINVALID, "TERN_ETCD_ENDPOINTS: required");
+    int r = etcd_endpoints_parse(s->endpoints, &eps, &n, err);
+    if (r)
+        return err_wrap(err, r, "TERN_ETCD_ENDPOINTS");
+    if (!s->cert_file != !s->key_file) {
+        r = err_set(err, TERN_EINVALID, "TERN_ETCD_CERT_FILE and TERN_ETCD_KEY_FILE go together");
+        goto out;
+    }
+    if (s->username && !s->password_file) {
+        r = err_set(err, TERN_EINVALID, "TERN_ETCD_USERNAME needs TERN_ETCD_PASSWORD_FILE");
+        goto out;
+    }
+    struct httpc_tls t = {.ca_file = s->ca_file, .cert_file = s->cert_file,
+                          .key_file = s->key_file};
+    struct etcd_config c = {
+        .endpoints = (const char *const *)eps,
+        .nendpoints = n,
+        .tls = s->ca_file || s->cert_file ? &t : NULL,
+        .username = s->username,
+        .password_file = s->username ? s->password_file : NULL,
+    };
+    r = etcd_new(&c, ret, err);
+out:
+    etcd_endpoints_free(eps);
+    return r;
+}

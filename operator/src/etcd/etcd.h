@@ -90,6 +90,27 @@ void etcd_free(struct etcd *c);
  * TERN_ETCD_MAX_PASSWORD bytes. */
 int etcd_read_secret_file(const char *path, char **ret, struct tern_err *err);
 
+/* A client as the TERN_ETCD_* settings describe it (flags or environment
+ * of every Tern binary; borrowed strings, NULL = not set):
+ *   endpoints      TERN_ETCD_ENDPOINTS, comma-separated (required)
+ *   ca_file        TERN_ETCD_CA_FILE      the CA that signed etcd's certificate
+ *   cert_file      TERN_ETCD_CERT_FILE    client certificate (with key_file)
+ *   key_file       TERN_ETCD_KEY_FILE
+ *   username       TERN_ETCD_USERNAME     etcd user (with password_file)
+ *   password_file  TERN_ETCD_PASSWORD_FILE
+ * The files are read when used (connections, logins), so rotated ones take
+ * effect without a restart. Returns 0 and *ret, or TERN_EINVALID naming the
+ * setting. */
+struct etcd_settings {
+    const char *endpoints;
+    const char *ca_file;
+    const char *cert_file;
+    const char *key_file;
+    const char *username;
+    const char *password_file;
+};
+int etcd_from_settings(const struct etcd_settings *s, struct etcd **ret, struct tern_err *err);
+
 /* Parses a comma-separated endpoint list ("http://a:2379,http://b:2379", as
  * in TERN_ETCD_ENDPOINTS) into a newly allocated NULL-terminated array of
  * strings; free with etcd_endpoints_free. Returns 0, or TERN_EINVALID for an
