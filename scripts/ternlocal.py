@@ -30,6 +30,7 @@ import subprocess
 import tempfile
 import time
 import sys
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -190,13 +191,20 @@ class Local:
                 "--etcd-runner-cert-file", p("runner.crt"),
                 "--etcd-runner-key-file", p("runner.key")]
 
-    def start_etcd(self):
+    def start_etcd(self, pki=None):
         """The journal's etcd, locked: HTTPS only with client certificates of
         the journal's CA (--client-cert-auth, peers too), then etcd auth set
         up by `tern-operator --journal-init` (root, the operator's user and
         role). --bcrypt-cost 4: every password is 32 random bytes, so the
-        slow hash buys nothing. Returns the URL."""
-        pki = self.make_journal_pki()
+        slow hash buys nothing. Returns the URL.
+
+        pki: certificates made elsewhere (a PKI whose path(name) has ca.crt,
+        server.crt/.key, operator.crt/.key and root-password, e.g. the
+        Secrets of the tern-pki Job); then auth is left to the operator that
+        uses them, and the test's own view logs in as root once it is on."""
+        init = pki is None
+        pki = pki or self.make_journal_pki()
+        self.journal_pki = pki
         p = pki.path
         tls = ["--cert-file", p("server.crt"), "--key-file", p("server.key"),
                "--client-cert-auth", "--trusted-ca-file", p("ca.crt"),
@@ -223,7 +231,11 @@ class Local:
                 continue
             self.procs["etcd"] = p_
             self.etcd_url = url
-            self.journal_init()
+            if init:
+                self.journal_init()
+            else:
+                with open(p("root-password")) as f:
+                    self.journal.credentials = ("root", f.read().strip())
             return url
         raise Failed("etcd did not start (ports taken?)")
 
@@ -413,6 +425,7 @@ class JournalEtcd:
         if cert:
             self.ctx.load_cert_chain(cert, key)
         self.token = None
+        self.credentials = None  # (user, password): log in once auth is on
 
     def get(self, path):
         return urllib.request.urlopen(self.url + path, context=self.ctx, timeout=5).read()
@@ -420,6 +433,12 @@ class JournalEtcd:
     def call(self, path, body):
         """POST body (JSON) to path; the reply as JSON, or urllib's HTTPError."""
         h = {"Content-Type": "application/json"}
+        if not self.token and self.credentials and path != "/v3/auth/authenticate":
+            try:
+                self.login(*self.credentials)
+            except urllib.error.HTTPError as e:
+                if b"not enabled" not in e.read():
+                    raise
         if self.token:
             h["Authorization"] = self.token
         req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(), headers=h)
@@ -440,6 +459,12 @@ class JournalEtcd:
 
     def put(self, key, value):
         return self.call("/v3/kv/put", {"key": _b64(key), "value": _b64(value)})
+
+
+def kubecluster_pki(d):
+    """An openssl-made PKI in d (scripts/kubecluster.py's PKI)."""
+    import kubecluster
+    return kubecluster.PKI(d)
 
 
 def journal_events(j, uid):

@@ -59,7 +59,7 @@ def render(text, vals):
         "tern.fullname": RELEASE if "tern" in RELEASE else RELEASE + "-tern",
         "tern.serviceAccount": "tern-operator",
         "tern.image": image,
-        "tern.etcdEndpoints": "http://%s-etcd.%s.svc:2379" % (
+        "tern.etcdEndpoints": "https://%s-etcd.%s.svc:2379" % (
             RELEASE if "tern" in RELEASE else RELEASE + "-tern", NAMESPACE),
     }
     labels = ("app.kubernetes.io/name: tern\napp.kubernetes.io/instance: %s\n"
@@ -101,7 +101,7 @@ def render(text, vals):
         elif "range $i" in line:
             n = int(vals["etcd"]["replicas"])
             fn = includes["tern.fullname"]
-            peers = ",".join("%s-etcd-%d=http://%s-etcd-%d.%s-etcd.%s.svc:2380" %
+            peers = ",".join("%s-etcd-%d=https://%s-etcd-%d.%s-etcd.%s.svc:2380" %
                              (fn, i, fn, i, fn, NAMESPACE) for i in range(n))
             line = re.sub(r"\{\{-? *range.*end *-?\}\}", peers, line)
 

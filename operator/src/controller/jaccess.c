@@ -211,9 +211,9 @@ int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_s
     static const struct kgvr secrets = {"", "v1", "secrets"};
     struct kclient_err ke = {0};
     if (!secret) {
-        /* a new password; the user first, so a Secret never names a user
-         * that does not exist (a crash in between leaves a user whose
-         * password the next pass overwrites) */
+        /* a new password: the Secret first (its password is the truth),
+         * then the user; an interrupted pass is completed by the next one,
+         * which sees the Secret and makes or repairs the user */
         unsigned char b[32];
         char hex[65];
         if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
@@ -225,36 +225,21 @@ int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_s
         explicit_bzero(b, sizeof b);
         password = xstrdup(hex);
         explicit_bzero(hex, sizeof hex);
-        if ((r = journal_access_grant(a->admin, s->uid, password, err)))
-            goto out;
         body = jaccess_secret(s, password, ca, cert, key);
         r = kclient_create(kc, &secrets, s->namespace, body, NULL, &ke);
         if (r == -EEXIST) {
-            /* it exists (the cache was behind): its password rules, and
-             * etcd gets it back */
-            cJSON *cur = NULL;
-            char *name = children_name(s->name, "journal");
-            r = kclient_get(kc, &secrets, s->namespace, name, &cur, &ke);
-            free(name);
-            if (r) {
-                err_set(err, r, "get secret %s-journal: %s", s->name, ke.e.msg);
-                goto out;
-            }
-            forget(password);
-            password = secret_value(cur, "password");
-            cJSON_Delete(cur);
-            if (!password || !*password) {
-                r = err_set(err, TERN_EINVALID, "secret %s-journal has no password", s->name);
-                goto out;
-            }
-            if ((r = journal_access_grant(a->admin, s->uid, password, err)))
-                goto out;
-            goto out_verified;
+            /* the cache is behind: decide on the next pass, with the Secret */
+            r = err_set(err, TERN_ECONFLICT, "secret %s-journal exists but is not in the cache "
+                                             "yet",
+                        s->name);
+            goto out;
         }
         if (r) {
             err_set(err, r, "create secret %s-journal: %s", s->name, ke.e.msg);
             goto out;
         }
+        if ((r = journal_access_grant(a->admin, s->uid, password, err)))
+            goto out;
         goto out_verified;
     }
     password = secret_value(secret, "password");

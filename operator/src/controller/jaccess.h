@@ -48,7 +48,8 @@ cJSON *jaccess_secret(const struct session_spec *s, const char *password, const 
 /* Makes sure session s can reach its journal: given the Secret <s>-journal
  * as observed (NULL when absent), creates the user and the Secret, patches
  * a Secret whose certificate is outdated, and re-creates the user if etcd
- * lost it. Returns 0 or the first failure (etcd or the API). */
+ * lost it. Returns 0 or the first failure (etcd or the API;
+ * TERN_ECONFLICT when the Secret exists but was not observed yet: retry). */
 int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_spec *s,
                    const cJSON *secret, struct tern_err *err);
 
