@@ -99,6 +99,9 @@
 #define TERN_SANDBOX_MAX_KEY         256         /* Idempotency-Key bytes */
 #define TERN_SANDBOX_MAX_RECORDS     100000      /* records listed by /v1/executions */
 #define TERN_SANDBOX_MAX_GLOBS       64          /* --writable globs */
+#define TERN_SANDBOX_LIVE_RING       (256u << 10) /* live output kept per stream of a running exec */
+#define TERN_SANDBOX_LIVE_KEEP_S     120         /* an ended exec stays readable live */
+#define TERN_SANDBOX_LIVE_MAX        16          /* ended execs kept readable */
 /* etcd client (etcd module) */
 #define TERN_ETCD_MAX_ENDPOINTS    16
 #define TERN_ETCD_POOL_IDLE        8            /* idle connections kept per client */
