@@ -52,6 +52,23 @@ def free_port():
         return s.getsockname()[1]
 
 
+def local_ip():
+    """A global-scope IPv4 address of this machine, or None. An EndpointSlice
+    may not name a loopback address (kube-apiserver refuses it, and tern-dev
+    too), so an aggregated API served by a process on the host is reached at
+    this address."""
+    try:
+        out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global", "up"],
+                             capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in out.splitlines():
+        parts = line.split()
+        if "inet" in parts:
+            return parts[parts.index("inet") + 1].split("/")[0]
+    return None
+
+
 def wait_for(what, fn, timeout, interval=0.05):
     """Polls fn() until it returns a true value; raises Failed after timeout."""
     deadline = time.monotonic() + timeout
@@ -137,6 +154,8 @@ class Local:
         self.etcd_url = None
         self.journal = None      # JournalEtcd: the test's own view (as root)
         self.journal_pki = None
+        self.api_pki = None
+        self.api_port = None
         self.kubeconfig = None
         self.model_addr = None
 
@@ -307,11 +326,76 @@ class Local:
         self.model_addr = line.split()[-1]
         return "http://%s/v1" % self.model_addr
 
-    def start_operator(self, name="tern-operator", extra=()):
+    def make_api_pki(self):
+        """The aggregated API's serving certificate (docs/stream-api.md): a CA
+        of its own and a certificate for the Service name the API server
+        checks (tern-operator.tern-system.svc), made once per Local."""
+        if self.api_pki:
+            return self.api_pki
+        import kubecluster
+        pki = kubecluster.PKI(os.path.join(self.dir, "api-pki"))
+        pki.ca("ca", None, subj="/O=tern/OU=stream-api-ca")
+        pki.cert("serving", "ca", None, orgs=("tern",), ous=("stream-api",), client=False,
+                 server=True, sans=("DNS:tern-operator.tern-system.svc",
+                                    "DNS:tern-operator.tern-system.svc.cluster.local"))
+        self.api_pki = pki
+        return pki
+
+    def register_api(self, name, addr, port):
+        """The APIService v1alpha1.stream.tern.dev, backed by the Service
+        tern-system/tern-operator without a selector and an EndpointSlice
+        naming this operator's address (it runs on the host, not in a pod):
+        the API server (kube-apiserver, or tern-dev) proxies
+        /apis/stream.tern.dev/... to it. The operator fills in the caBundle."""
+        if not self.kubectl("get", "namespace", "tern-system", "--ignore-not-found",
+                            "-o", "name").strip():
+            self.kubectl("create", "namespace", "tern-system")
+        objs = [
+            {"apiVersion": "v1", "kind": "Service",
+             "metadata": {"name": "tern-operator", "namespace": "tern-system"},
+             "spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP",
+                                 "targetPort": port}]}},
+            {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+             "metadata": {"name": "tern-operator-" + name, "namespace": "tern-system",
+                          "labels": {"kubernetes.io/service-name": "tern-operator",
+                                     "endpointslice.kubernetes.io/managed-by": "ternlocal"}},
+             "addressType": "IPv4",
+             "endpoints": [{"addresses": [addr], "conditions": {"ready": True}}],
+             "ports": [{"name": "https", "port": port, "protocol": "TCP"}]},
+            {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+             "metadata": {"name": "v1alpha1.stream.tern.dev"},
+             "spec": {"group": "stream.tern.dev", "version": "v1alpha1",
+                      "service": {"namespace": "tern-system", "name": "tern-operator",
+                                  "port": 443},
+                      "groupPriorityMinimum": 1000, "versionPriority": 15}},
+        ]
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": objs}))
+
+    def wait_api(self, timeout=90):
+        """Until the aggregated API answers discovery through the API server."""
+        return wait_for("stream.tern.dev served through the API server", lambda: '"sessions"' in
+                        self.kubectl("get", "--raw", "/apis/stream.tern.dev/v1alpha1",
+                                     check=False), timeout, interval=0.3)
+
+    def start_operator(self, name="tern-operator", extra=(), api=True):
+        api_flags = []
+        addr = local_ip() if api else None
+        if addr:
+            pki = self.make_api_pki()
+            self.api_port = free_port()
+            api_flags = ["--api-addr", "%s:%d" % (addr, self.api_port),
+                         "--api-cert-file", pki.path("serving.crt"),
+                         "--api-key-file", pki.path("serving.key"),
+                         "--api-ca-file", pki.path("ca.crt")]
         argv = [os.path.join(BIN, "tern-operator"), "--kubeconfig", self.kubeconfig,
-                *self.journal_flags(), "--metrics-addr", "127.0.0.1:%d" % free_port(),
+                *self.journal_flags(), *api_flags,
+                "--metrics-addr", "127.0.0.1:%d" % free_port(),
                 "--health-addr", "127.0.0.1:%d" % free_port(), "--runner-image", "tern-runner:local",
                 "--sandbox-image", "tern-sandbox:local", "--id", name, *extra]
+        if addr:
+            # registered first, so the operator's first pass fills in the caBundle
+            self.register_api(name, addr, self.api_port)
         p = Proc(name, argv, self.logs)
         self.procs[name] = p
         return p
@@ -332,6 +416,15 @@ class Local:
         p = self.procs.pop(name, None)
         if p:
             p.stop(sig)
+            if name.startswith("tern-operator") or name.startswith("op-"):
+                # its address leaves the Service with it (best effort: the
+                # cluster may be stopping too)
+                try:
+                    self.kubectl("delete", "endpointslice", "-n", "tern-system",
+                                 "tern-operator-" + name, "--ignore-not-found", "--wait=false",
+                                 check=False, timeout=20)
+                except (subprocess.TimeoutExpired, OSError):
+                    pass
 
     def stop_all(self):
         for name in ["op-a", "op-b", "tern-operator", "tern-fakellm", "model-slow", "model-fast",

@@ -1123,5 +1123,12 @@ TEST_T(read_only_viewer_serves_reads_and_exits_when_idle, 30)
     char *f = xasprintf("%s/output/report.md", ws);
     ASSERT_EQ_INT(access(f, F_OK), 0);
     free(f);
+    /* it wrote nothing at all: no state directory, no writable roots */
+    f = xasprintf("%s/.tern", ws);
+    ASSERT_TRUE(access(f, F_OK) != 0);
+    free(f);
+    f = xasprintf("%s/working", ws);
+    ASSERT_TRUE(access(f, F_OK) != 0);
+    free(f);
     sbd_kill(&s, SIGTERM);
 }

@@ -20,6 +20,8 @@
 #include "kube/leader.h"
 #include "kube/recorder.h"
 #include "metrics/metrics.h"
+#include "streamapi/sapi.h"
+#include "streamapi/sapi_kube.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -37,6 +39,7 @@ struct opts {
     const char *storage_class, *runtime_class, *pull_policy, *model_secret, *model_key;
     const char *etcd_ca, *etcd_cert, *etcd_key, *etcd_user, *etcd_pass_file, *etcd_root_pass_file;
     const char *runner_cert, *runner_key;
+    const char *api_addr, *api_cert, *api_key, *api_ca, *apiservice;
     bool leader_elect, journal_init;
     int64_t workers;
 };
@@ -62,6 +65,14 @@ static const struct flag {
     F("etcd-runner-key-file", "TERN_ETCD_RUNNER_KEY_FILE", 0, runner_key, "its key"),
     F("journal-init", "TERN_JOURNAL_INIT", 1, journal_init,
       "set up the journal etcd's users and auth, then exit"),
+    F("api-addr", "TERN_API_ADDR", 0, api_addr,
+      "HOST:PORT of the aggregated API stream.tern.dev (empty: off)"),
+    F("api-cert-file", "TERN_API_CERT_FILE", 0, api_cert, "its serving certificate"),
+    F("api-key-file", "TERN_API_KEY_FILE", 0, api_key, "its key"),
+    F("api-ca-file", "TERN_API_CA_FILE", 0, api_ca,
+      "the CA of that certificate, kept in the APIService's caBundle"),
+    F("apiservice", "TERN_APISERVICE", 0, apiservice,
+      "the APIService's name (default v1alpha1.stream.tern.dev)"),
     F("namespace", "TERN_NAMESPACE", 0, namespace, "watch one namespace (default: all)"),
     F("leader-elect", "TERN_LEADER_ELECT", 1, leader_elect, "elect a leader on a Lease"),
     F("metrics-addr", "TERN_METRICS_ADDR", 0, metrics_addr, "HOST:PORT for /metrics (empty: off)"),
@@ -228,6 +239,12 @@ out:
 
 static atomic_bool leading;
 
+static void on_api_error(void *ctx, const char *what, const struct tern_err *err)
+{
+    (void)ctx;
+    tlog_warn("stream API", "what", what, "error", err->msg);
+}
+
 struct app {
     struct controller *ctl;
     struct metrics *metrics;
@@ -334,6 +351,8 @@ int main(int argc, char **argv)
     struct kubeconfig *kube = NULL;
     struct etcd *etcd = NULL, *admin = NULL;
     struct jaccess *jacc = NULL;
+    struct sapi *api = NULL;
+    struct sapi_kube *apik = NULL;
     struct metrics *metrics = metrics_new();
     struct recorder *rec = NULL;
     struct controller *ctl = NULL;
@@ -420,6 +439,36 @@ int main(int argc, char **argv)
         goto out;
     }
     app.ctl = ctl;
+    if (set(o.api_addr)) {
+        if (!set(o.api_cert) || !set(o.api_key)) {
+            tlog_error("--api-addr needs --api-cert-file and --api-key-file");
+            goto out;
+        }
+        struct sapi_kube_config kc = {.kube = kube,
+                                      .ctl = ctl,
+                                      .children = &cc.children,
+                                      .ca_file = set(o.api_ca) ? o.api_ca : NULL,
+                                      .apiservice = o.apiservice,
+                                      .on_error = on_api_error};
+        struct sapi_config sc = {.listen = o.api_addr, .cert_file = o.api_cert,
+                                 .key_file = o.api_key};
+        if (sapi_kube_new(&kc, &apik, &err)) {
+            tlog_error("stream API", "error", err.msg);
+            goto out;
+        }
+        sapi_kube_backend(apik, etcd, &sc.backend);
+        if (sapi_start(&sc, &api, &err)) {
+            tlog_error("stream API", "error", err.msg);
+            goto out;
+        }
+        char port[16];
+        snprintf(port, sizeof port, "%d", sapi_port(api));
+        if (sapi_kube_start(apik, api, &err))
+            tlog_warn("stream API: no front-proxy trust yet (every request is refused until "
+                      "it is read)",
+                      "error", err.msg);
+        tlog_info("stream API serving", "addr", o.api_addr, "port", port);
+    }
     if (o.metrics_addr && *o.metrics_addr && endpoint_start(o.metrics_addr, serve, &app, &mep, &err)) {
         tlog_error("metrics endpoint", "error", err.msg);
         goto out;
@@ -469,6 +518,8 @@ out:
     }
     endpoint_stop(mep);
     endpoint_stop(hep);
+    sapi_kube_free(apik);
+    sapi_stop(api);
     controller_free(ctl);
     recorder_free(rec);
     jaccess_free(jacc);

@@ -73,6 +73,19 @@
 #define TERN_ETCD_MAX_PASSWORD     128          /* an etcd password (file) */
 #define TERN_ETCD_MAX_USERS        100000       /* users or roles listed */
 
+/* the operator's aggregated API (streamapi/) */
+#define TERN_SAPI_MAX_HEAD         16384        /* a request's head */
+#define TERN_SAPI_MAX_HEADERS      64
+#define TERN_SAPI_MAX_GROUPS       32           /* X-Remote-Group values */
+#define TERN_SAPI_MAX_EXTRA        16           /* X-Remote-Extra-* values */
+#define TERN_SAPI_MAX_CONNS        64           /* connections served at once */
+#define TERN_SAPI_IO_TIMEOUT_S     30           /* reading a request, one write */
+#define TERN_SAPI_PAGE             500          /* events per list page by default */
+#define TERN_SAPI_MAX_PAGE         5000
+#define TERN_SAPI_MAX_LIST_BYTES   (8u << 20)   /* a page of events is cut here (continue) */
+#define TERN_SAPI_VIEWER_WAIT_MS   60000        /* waiting for a parked session's file viewer */
+#define TERN_SAPI_SAR_CACHE        1024         /* access review answers kept (10 s) */
+
 /* journal module */
 #define TERN_JOURNAL_MAX_DATA      (16u << 20)  /* one event's data, chunked */
 #define TERN_JOURNAL_CHUNK         (384u << 10) /* one chunk of an oversize event */

@@ -952,3 +952,27 @@ void controller_census(struct controller *c)
     metrics_set(m, "tern_tokens", "kind=\"completion\"", (double)cs.completion);
     metrics_set(m, "tern_approvals_waiting", "", (double)cs.waiting);
 }
+
+/* ---- the caches, for the aggregated API ------------------------------------ */
+
+static enum watched watched_of(enum controller_cache k)
+{
+    switch (k) {
+    case CONTROLLER_PODS: return W_PODS;
+    case CONTROLLER_SECRETS: return W_SECRETS;
+    case CONTROLLER_JOBS: return W_JOBS;
+    default: return W_SESSIONS;
+    }
+}
+
+cJSON *controller_cached(struct controller *c, enum controller_cache k, const char *ns,
+                         const char *name)
+{
+    return informer_get(c->inf[watched_of(k)], ns, name);
+}
+
+int controller_each_cached(struct controller *c, enum controller_cache k,
+                           int (*fn)(void *ctx, const cJSON *obj), void *ctx)
+{
+    return informer_each(c->inf[watched_of(k)], fn, ctx);
+}

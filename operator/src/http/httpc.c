@@ -40,6 +40,7 @@ void httpc_free(struct httpc *c)
 }
 
 struct xfer {
+    CURL *curl;
     const struct httpc_request *req;
     struct httpc_response *resp;
     struct buf line;
@@ -51,6 +52,16 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *ud)
 {
     struct xfer *x = ud;
     size_t n = size * nmemb;
+    if (!x->req->on_line && x->req->on_data) {
+        long status = 0;
+        curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
+        int r = x->req->on_data(x->req->ctx, status, p, n);
+        if (r) {
+            x->cb_err = r;
+            return 0;
+        }
+        return n;
+    }
     if (!x->req->on_line) {
         if (x->resp->body.len + n > x->max_body) {
             x->cb_err = TERN_ETOOLARGE;
@@ -168,7 +179,7 @@ int httpc_do(struct httpc *c, const struct httpc_request *req, struct httpc_resp
 {
     CURL *h = c->curl;
     struct curl_slist *hdrs = NULL;
-    struct xfer x = {.req = req, .resp = resp};
+    struct xfer x = {.curl = h, .req = req, .resp = resp};
     int r = 0;
 
     memset(resp, 0, sizeof *resp);

@@ -60,6 +60,10 @@ struct httpc_request {
     /* streaming: when set, called for each complete line (without '\n');
      * a non-zero return stops the transfer and is returned by httpc_do. */
     int (*on_line)(void *ctx, const char *line, size_t len);
+    /* raw streaming: when set (and on_line is not), each chunk of the body
+     * as it arrives, with the response's status; a non-zero return stops
+     * the transfer and is returned by httpc_do. The body is not kept. */
+    int (*on_data)(void *ctx, long status, const char *p, size_t n);
     void *ctx;
     size_t max_line;               /* 0 = TERN_HTTP_MAX_LINE */
     atomic_bool *cancel;           /* raise to abort a running request, or NULL */

@@ -269,7 +269,7 @@ static enum MHD_Result last_call(struct sandboxd *d, struct MHD_Connection *c, s
     } else if (strcmp(url, "/v1/snapshot") == 0) {
         if (strcmp(method, "POST") == 0)
             return sandboxd__do_snapshot(d, c, r, method, url);
-    } else if (strcmp(url, "/v1/executions") == 0) {
+    } else if (strcmp(url, "/v1/executions") == 0 && !d->cfg.read_only) {
         if (get)
             return sandboxd__do_executions(d, c, r, method, url);
     } else if (strcmp(url, "/v1/executions/live") == 0) {
@@ -492,8 +492,11 @@ int sandboxd_start(const struct sandboxd_config *cfg, struct sandboxd **ret, str
                             err);
     if (rc != 0)
         goto fail;
-    if ((rc = prepare_workspace(d, err)) != 0 || (rc = idem_open(d->wsfd, &d->idem, err)) != 0 ||
-        (rc = idem_recover(&d->idem, &d->interrupted, err)) != 0)
+    /* a read-only viewer writes nothing, not even at startup (its volume
+     * may be mounted read-only): no writable roots, no records */
+    if (!cfg->read_only &&
+        ((rc = prepare_workspace(d, err)) != 0 || (rc = idem_open(d->wsfd, &d->idem, err)) != 0 ||
+         (rc = idem_recover(&d->idem, &d->interrupted, err)) != 0))
         goto fail;
     if (cfg->landlock != SANDBOXD_LANDLOCK_OFF)
         d->landlock = sbexec_landlock_abi() > 0;
