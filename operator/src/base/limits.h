@@ -25,6 +25,7 @@
 #define TERN_HTTP_CA_CACHE_S       60          /* a CA file is re-read at least this often */
 
 /* Kubernetes objects (kube-apiserver's own request limit is 3 MiB) */
+#define TERN_KUBE_MAX_IMPERSONATE  17          /* --as-group values + 1 */
 #define TERN_KUBE_MAX_OBJECT       (3u << 20)
 #define TERN_KUBE_MAX_NAME         253
 #define TERN_KUBE_MAX_LABEL_VALUE  63
