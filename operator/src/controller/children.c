@@ -157,7 +157,16 @@ cJSON *children_network_policy(const struct session_spec *s)
     cJSON *o = child(s, "networking.k8s.io/v1", "NetworkPolicy", name, "sandbox");
     free(name);
     cJSON *spec = sub(o, "spec");
-    selector_labels(sub(spec, "podSelector"), "matchLabels", s, "sandbox");
+    /* the sandbox pod, and the file viewer of a parked session (the same
+     * workspace, the same walls) */
+    cJSON *psel = sub(spec, "podSelector");
+    str(sub(psel, "matchLabels"), CHILDREN_LABEL_SESSION_UID, s->uid);
+    cJSON *expr = push_obj(arr(psel, "matchExpressions"));
+    str(expr, "key", CHILDREN_LABEL_ROLE);
+    str(expr, "operator", "In");
+    cJSON *vals = arr(expr, "values");
+    push_str(vals, "sandbox");
+    push_str(vals, "viewer");
     cJSON *types = arr(spec, "policyTypes");
     push_str(types, "Ingress");
     push_str(types, "Egress");
@@ -168,6 +177,13 @@ cJSON *children_network_policy(const struct session_spec *s)
     /* ... and the copy Jobs of this session's forks (label set on them) */
     cJSON *copier = push_obj(peers);
     str(sub(sub(copier, "podSelector"), "matchLabels"), CHILDREN_LABEL_COPY_FROM, s->uid);
+    /* ... and the operator, whose aggregated API reads the workspace and a
+     * running command's output (docs/stream-api.md) */
+    cJSON *op = push_obj(peers);
+    sub(op, "namespaceSelector");
+    cJSON *opl = sub(sub(op, "podSelector"), "matchLabels");
+    str(opl, "app.kubernetes.io/name", "tern");
+    str(opl, "app.kubernetes.io/component", "operator");
     cJSON *port = push_obj(arr(rule, "ports"));
     str(port, "protocol", "TCP");
     cJSON_AddNumberToObject(port, "port", SANDBOX_PORT);

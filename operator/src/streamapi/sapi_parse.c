@@ -41,7 +41,8 @@ static int decode(const char *s, size_t n, char *out, size_t outsz, bool plus)
     return 0;
 }
 
-/* A DNS-1123 subdomain (namespace and object names). */
+/* A DNS-1123 subdomain (namespace and object names): labels of [a-z0-9-]
+ * that start and end with [a-z0-9], joined by single dots. */
 static bool dns_name(const char *s, size_t max)
 {
     size_t n = strlen(s);
@@ -50,10 +51,13 @@ static bool dns_name(const char *s, size_t max)
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-        if (!alnum && c != '-' && c != '.')
+        bool edge = i == 0 || i == n - 1 || s[i - 1] == '.' || s[i + 1] == '.';
+        if (c == '.') {
+            if (i == 0 || i == n - 1 || s[i - 1] == '.')
+                return false;
+        } else if (!alnum && (c != '-' || edge)) {
             return false;
-        if ((i == 0 || i == n - 1) && !alnum)
-            return false;
+        }
     }
     return true;
 }
