@@ -390,12 +390,19 @@ static char *api_path(struct cli *c, const char *name, const char *sub)
 static void status_message(long status, const char *body, size_t len, char *out, size_t outsz)
 {
     cJSON *j = NULL;
-    if (json_parse(body ? body : "", len, &j, NULL) == 0 && str_at(j, "message", NULL))
-        snprintf(out, outsz, "%s", str_at(j, "message", NULL));
-    else if (status == 404 || status == 503)
-        snprintf(out, outsz, "HTTP %ld: is the stream.tern.dev API installed and its operator "
-                             "running? (kubectl get apiservice v1alpha1.stream.tern.dev)%s%.200s",
-                 status, len ? ": " : "", body ? body : "");
+    const char *msg = json_parse(body ? body : "", len, &j, NULL) == 0 ? str_at(j, "message", NULL)
+                                                                       : NULL;
+    /* the API server's own answer when nothing serves the group */
+    bool missing = status == 503 || (status == 404 && (!msg || strcmp(msg, "the server could not "
+                                                                        "find the requested "
+                                                                        "resource") == 0));
+    if (msg && !missing)
+        snprintf(out, outsz, "%s", msg);
+    else if (missing)
+        snprintf(out, outsz, "%s (HTTP %ld): is the aggregated API stream.tern.dev installed and "
+                             "its operator running? (kubectl get apiservice "
+                             "v1alpha1.stream.tern.dev)",
+                 msg ? msg : "no answer", status);
     else
         snprintf(out, outsz, "HTTP %ld%s%.300s", status, len ? ": " : "", body ? body : "");
     cJSON_Delete(j);
@@ -461,21 +468,27 @@ static void print_event_json(const cJSON *ev, bool live_shown)
     } else if (strcmp(type, "turn_finished") == 0) {
         buf_printf(&head, "turn finished: %s%s%s", S("outcome"), *S("reason") ? " " : "",
                    S("reason"));
-        body = S("summary");
+        /* the answer below, then its files */
+        struct buf ans;
+        buf_init(&ans, 1u << 20);
+        buf_puts(&ans, S("summary"));
         const cJSON *a;
         cJSON_ArrayForEach(a, json_get(d, "artifacts"))
         {
             if (cJSON_IsString(a))
-                buf_printf(&head, "%s%s", a == json_get(d, "artifacts")->child ? " artifacts: "
-                                                                                : ", ",
+                buf_printf(&ans, "%s%s", a == json_get(d, "artifacts")->child ? "\nartifacts: "
+                                                                               : ", ",
                            a->valuestring);
         }
+        owned = buf_steal(&ans);
+        body = owned;
     } else if (strcmp(type, "error") == 0) {
         buf_printf(&head, "error (%s):", S("phase"));
         body = S("message");
     } else {
-        owned = json_print(d);
-        buf_printf(&head, "%s %s", type, owned);
+        char *j = json_print(d);
+        buf_printf(&head, "%s %s", type, j);
+        free(j);
     }
 #undef S
     for (char *p = head.data; p && *p; p++)
