@@ -200,7 +200,8 @@ def main():
             contains(tern(t, "logs", "live", "--as", "alice").stdout, "step 6 of 6",
                      "alice reads the log")
             d = tempfile.mkdtemp(dir=t.dir)
-            tern(t, "cp", "live:output/report.md", d, "--as", "alice", timeout=180)
+            r = tern(t, "cp", "live:output/report.md", d + "/", "--as", "alice", timeout=180)
+            contains(r.stderr, "-> %s/report.md (" % d, "a directory given with its slash")
             # a Role with the logs but not the files: the operator's own
             # check (agentsessions/workspace) refuses the contents
             role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",

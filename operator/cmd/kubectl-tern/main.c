@@ -795,7 +795,11 @@ static int cmd_cp(struct cli *c)
     const char *base_name = strrchr(src, '/') ? strrchr(src, '/') + 1 : src;
     struct stat st;
     char *dest = stat(c->args[1], &st) == 0 && S_ISDIR(st.st_mode)
-                     ? xasprintf("%s/%s", c->args[1], base_name)
+                     ? xasprintf("%s%s%s", c->args[1],
+                                 c->args[1][0] && c->args[1][strlen(c->args[1]) - 1] == '/'
+                                     ? ""
+                                     : "/",
+                                 base_name)
                      : xstrdup(c->args[1]);
     char *tmp = xasprintf("%s.tern-cp.%ld", dest, (long)getpid());
     struct body b = {0};

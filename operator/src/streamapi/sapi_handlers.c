@@ -270,6 +270,10 @@ struct outf {
     atomic_bool ended;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    /* the reader's place, for a reconnect to the same exec (out_main) */
+    uint64_t off[2];
+    bool got_data; /* the current attempt delivered output */
+    bool done;     /* the done line was delivered */
 };
 
 struct follow {
@@ -292,6 +296,23 @@ static int out_line(void *ctx, const char *line, size_t len)
     if (json_parse(line, len, &j, NULL) != 0)
         return 0; /* not ours to judge: skip a line sandboxd got wrong */
     bool done = cJSON_IsTrue(json_get(j, "done"));
+    const char *stream = str_at(j, "stream", NULL);
+    if (!done && !stream) {
+        cJSON_Delete(j); /* an error body (404 before the exec registers) */
+        return 0;
+    }
+    int si = stream && strcmp(stream, "stderr") == 0 ? 1 : 0;
+    int64_t at = 0;
+    const char *data = str_at(j, "data", NULL);
+    if (stream && data && json_get_int64(j, "", "offset", JSON_OPTIONAL, &at, NULL) == 0 &&
+        at >= 0)
+        o->off[si] = (uint64_t)at + strlen(data);
+    int64_t skipped = 0;
+    if (stream && json_get_int64(j, "", "skipped", JSON_OPTIONAL, &skipped, NULL) == 0 &&
+        skipped > 0)
+        o->off[si] += (uint64_t)skipped;
+    o->got_data = true;
+    o->done = o->done || done;
     cJSON *w = cJSON_CreateObject();
     json_add_string(w, "type", "output");
     json_add_string(w, "callId", o->call_id);
@@ -303,36 +324,84 @@ static int out_line(void *ctx, const char *line, size_t len)
     return !ok ? -EPIPE : done ? 1 : 0;
 }
 
+/* Follows the exec's live output until its done line, the result (finish)
+ * or cancel. The exec registers a moment after its tool_call is journaled
+ * (404 until then); a sandbox that is restarting (unreachable, or not ready
+ * in the session's status) is waited for, and its address looked up again,
+ * because the runner repeats the exec there under the same key. A stream
+ * cut in the middle resumes at the offsets read; a new attempt of the exec
+ * (after a failed connect) starts from its beginning. */
 static void *out_main(void *arg)
 {
     struct outf *o = arg;
+    const struct sapi_backend *b = &o->f->c->s->cfg.backend;
     char *ek = httpc_escape(o->key);
-    char *url = xasprintf("http://%s/v1/executions/live?key=%s&follow=true", o->addr, ek);
-    free(ek);
-    char *auth = xasprintf("Authorization: Bearer %s", o->token);
-    const char *hdrs[] = {auth, NULL};
     struct httpc *h = httpc_new();
-    /* the exec registers a moment after its tool_call is journaled */
-    for (long until = sapi__now_ms() + 15000; !atomic_load(&o->cancel);) {
-        struct httpc_request rq = {.url = url,
-                                   .headers = hdrs,
-                                   .connect_timeout_ms = 3000,
-                                   .idle_timeout_ms = 30000,
-                                   .on_line = out_line,
-                                   .ctx = o,
-                                   .cancel = &o->cancel};
-        struct httpc_response resp = {0};
-        int rc = httpc_do(h, &rq, &resp, NULL);
-        long st = resp.status;
-        httpc_response_done(&resp);
-        if (rc != 0 || st != 404 || atomic_load(&o->finish) || sapi__now_ms() > until)
-            break;
-        struct timespec ts = {0, 100 * 1000000L};
-        nanosleep(&ts, NULL);
+    long start = sapi__now_ms();
+    bool resume = false;
+    while (!atomic_load(&o->cancel) && !atomic_load(&o->finish) && !o->done) {
+        if (!o->addr) {
+            char *addr = NULL, *token = NULL;
+            if (b->sandbox(b->ctx, o->f->session, false, &addr, &token, NULL) == 0) {
+                o->addr = addr;
+                if (o->token)
+                    explicit_bzero(o->token, strlen(o->token));
+                free(o->token);
+                o->token = token;
+            } else {
+                free(addr);
+                free(token);
+            }
+        }
+        if (o->addr) {
+            char *url = resume ? xasprintf("http://%s/v1/executions/live?key=%s&follow=true"
+                                           "&stdoutOffset=%llu&stderrOffset=%llu",
+                                           o->addr, ek, (unsigned long long)o->off[0],
+                                           (unsigned long long)o->off[1])
+                               : xasprintf("http://%s/v1/executions/live?key=%s&follow=true",
+                                           o->addr, ek);
+            char *auth = xasprintf("Authorization: Bearer %s", o->token ? o->token : "");
+            const char *hdrs[] = {auth, NULL};
+            struct httpc_request rq = {.url = url,
+                                       .headers = hdrs,
+                                       .connect_timeout_ms = 3000,
+                                       .idle_timeout_ms = 30000,
+                                       .on_line = out_line,
+                                       .ctx = o,
+                                       .cancel = &o->cancel};
+            struct httpc_response resp = {0};
+            o->got_data = false;
+            int rc = httpc_do(h, &rq, &resp, NULL);
+            long st = resp.status;
+            httpc_response_done(&resp);
+            explicit_bzero(auth, strlen(auth));
+            free(auth);
+            free(url);
+            if (rc == -EPIPE || rc == -ECANCELED || o->done)
+                break; /* the client is gone, or everything was read */
+            if (rc != 0 && st == 0) {
+                /* no connection: the sandbox is away; look it up again, and
+                 * read the next attempt of the exec from its start */
+                free(o->addr);
+                o->addr = NULL;
+                resume = false;
+                o->off[0] = o->off[1] = 0;
+            } else if (st == 200) {
+                resume = resume || o->got_data; /* cut in the middle: go on from there */
+            } else if (st != 404) {
+                break; /* refused (token, read-only viewer): the result will say it */
+            }
+        }
+        /* quick while the exec is about to register, then patient */
+        long nap = sapi__now_ms() - start < 15000 ? 100 : 1000;
+        for (long t = 0; t < nap && !atomic_load(&o->cancel) && !atomic_load(&o->finish);
+             t += 50) {
+            struct timespec ts = {0, 50 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
     }
     httpc_free(h);
-    free(auth);
-    free(url);
+    free(ek);
     pthread_mutex_lock(&o->mu);
     atomic_store(&o->ended, true);
     pthread_cond_broadcast(&o->cv);
@@ -384,8 +453,12 @@ static void out_start(struct follow *f, const struct journal_event *ev)
         return;
     const struct sapi_backend *b = &f->c->s->cfg.backend;
     char *addr = NULL, *token = NULL;
-    if (b->sandbox(b->ctx, f->session, false, &addr, &token, NULL) != 0)
-        return; /* no sandbox: the result line will say it all */
+    if (b->sandbox(b->ctx, f->session, false, &addr, &token, NULL) != 0) {
+        /* no sandbox now (restarting): out_main looks again */
+        free(addr);
+        free(token);
+        addr = token = NULL;
+    }
     struct outf *o = xcalloc(1, sizeof *o);
     o->f = f;
     o->call_id = xstrdup(call);
