@@ -43,14 +43,15 @@ Readiness is always polled with a deadline, never a fixed sleep.
 import base64
 import json
 import os
-import shutil
-import socket
 import ssl
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ternlocal import Failed, free_port, wait_for  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BUILD = os.environ.get("TERN_BUILD", os.path.join(ROOT, "build"))
@@ -60,36 +61,11 @@ NODE_NAME = "tern-node"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
-class Failed(Exception):
-    pass
-
-
 def missing_binaries():
     """The judges `make kube` has not built (empty when all are there)."""
     need = [os.path.join(KUBE_BIN, c) for c in COMPONENTS]
     need.append(os.path.join(TERN_BIN, "tern-node"))
     return [p for p in need if not os.access(p, os.X_OK)]
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what, fn, timeout, interval=0.1):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            v = fn()
-            if v:
-                return v
-        except Exception as e:  # the condition may fail until it holds
-            last = e
-        time.sleep(interval)
-    raise Failed("timed out after %ss waiting for %s%s" %
-                 (timeout, what, (": %s" % last) if last else ""))
 
 
 # ---- PKI (openssl CLI) --------------------------------------------------------
@@ -176,7 +152,8 @@ rules:
 """
 
 # What tern-node needs beyond the Node authorizer's grants: it enforces
-# NetworkPolicy for its pods (what a network plugin's node agent reads) and
+# NetworkPolicy for its pods (what a network plugin's node agent reads: the
+# policies, and the pods and namespaces their selectors pick) and
 # provisions local volumes for claims of the tern-local StorageClass (what a
 # local-path provisioner does).
 NODE_RBAC = [
@@ -185,6 +162,9 @@ NODE_RBAC = [
      "rules": [
          {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
           "verbs": ["get", "list", "watch"]},
+         # egress rules with pod and namespace selectors name other nodes'
+         # pods too (a network plugin's node agent reads them all)
+         {"apiGroups": [""], "resources": ["pods", "namespaces"], "verbs": ["list", "watch"]},
          {"apiGroups": [""], "resources": ["persistentvolumes"],
           "verbs": ["get", "list", "watch", "create", "delete"]},
          {"apiGroups": [""], "resources": ["persistentvolumeclaims"],
@@ -390,7 +370,9 @@ class KubeCluster:
             return ready and not taints
         wait_for("node %s Ready and untainted" % NODE_NAME, node_ready, 90, interval=0.5)
 
-    def start(self):
+    def start(self, node=True):
+        """Starts everything; node=False: the control plane without tern-node
+        (no pod runs; the differential test's secondary)."""
         self.make_pki()
         self.start_etcd()
         self.start_apiserver()
@@ -402,8 +384,19 @@ class KubeCluster:
         wait_for("ServiceAccount default/default", lambda: self.kubectl(
             "get", "serviceaccount", "default", "-n", "default", check=False).strip(), 90,
             interval=0.25)
-        self.start_node()
+        if node:
+            self.start_node()
         return self.kubeconfig
+
+    def user_kubeconfig(self, user, groups=()):
+        """A kubeconfig for a user of this cluster (a client certificate the
+        cluster CA signs: CN=user, O=each group), as a person would be given;
+        RBAC decides what the user may do. Returns its path."""
+        name = "user-" + "".join(c if c.isalnum() else "-" for c in user)
+        self.pki.cert(name, "ca", user, orgs=groups)
+        return write_kubeconfig(os.path.join(self.dir, name + ".kubeconfig"), self.server,
+                                self.pki.read("ca.crt"), self.pki.read(name + ".crt"),
+                                self.pki.read(name + ".key"), user)
 
     def stop_order(self):
         return ["tern-node", "kube-scheduler", "kube-controller-manager", "kube-apiserver",
@@ -413,7 +406,6 @@ class KubeCluster:
 def main(argv):
     import argparse
     import signal
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from ternlocal import Proc
     ap = argparse.ArgumentParser(prog="kubecluster.py")
     ap.add_argument("cmd", choices=["up"])

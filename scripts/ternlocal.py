@@ -149,7 +149,7 @@ class Local:
         os.makedirs(self.logs, exist_ok=True)
         self.home = os.path.join(self.dir, "home")
         os.makedirs(self.home, exist_ok=True)
-        self.keep = keep
+        self.keep = keep or os.environ.get("TERN_KEEP_WORKDIR") == "1"  # for a look afterwards
         self.procs = {}
         self.etcd_url = None
         self.journal = None      # JournalEtcd: the test's own view (as root)
@@ -258,6 +258,17 @@ class Local:
             return url
         raise Failed("etcd did not start (ports taken?)")
 
+    def journal_env(self):
+        """The TERN_ETCD_* settings of a tern-runner started by a test
+        itself (not as a turn Job of the operator): the runners'
+        certificate, and the operator's user, whose role covers every
+        session (the operator's Jobs get their session's own user)."""
+        p = self.journal_pki.path
+        return {"TERN_ETCD_ENDPOINTS": self.etcd_url, "TERN_ETCD_CA_FILE": p("ca.crt"),
+                "TERN_ETCD_CERT_FILE": p("runner.crt"), "TERN_ETCD_KEY_FILE": p("runner.key"),
+                "TERN_ETCD_USERNAME": "tern-operator",
+                "TERN_ETCD_PASSWORD_FILE": p("operator-password")}
+
     def journal_init(self):
         """tern-operator --journal-init: the users, roles and auth."""
         r = subprocess.run([os.path.join(BIN, "tern-operator"), "--journal-init",
@@ -325,6 +336,35 @@ class Local:
         self.procs["tern-fakellm"] = p
         self.model_addr = line.split()[-1]
         return "http://%s/v1" % self.model_addr
+
+    def start_gitremote(self, token, repo="demo.git", name="gitremote"):
+        """A git HTTP remote that requires token (tests/fakes/gitremote.py):
+        returns the repository's URL; its log (requests, and one line per
+        ref a push updated) is self.dir/<name>.jsonl."""
+        root = os.path.join(self.dir, name)
+        log = os.path.join(self.dir, name + ".jsonl")
+        p = Proc(name, ["/usr/bin/python3", os.path.join(ROOT, "tests", "fakes", "gitremote.py"),
+                        "--root", root, "--repo", repo, "--token", token, "--log", log],
+                 self.logs, stdout_pipe=True)
+        line = p.read_line(20)
+        if not line.startswith("gitremote listening "):
+            p.stop()
+            raise Failed("gitremote said %r" % line)
+        self.procs[name] = p
+        return "http://%s/%s" % (line.split()[-1], repo)
+
+    def start_fakemcp(self, token, *flags, name="fakemcp"):
+        """The scripted MCP server (tests/fakes/fakemcp.py): returns its
+        endpoint URL; its log of every request is self.dir/<name>.jsonl."""
+        log = os.path.join(self.dir, name + ".jsonl")
+        p = Proc(name, ["/usr/bin/python3", os.path.join(ROOT, "tests", "fakes", "fakemcp.py"),
+                        "--token", token, "--log", log, *flags], self.logs, stdout_pipe=True)
+        line = p.read_line(20)
+        if not line.startswith("fakemcp listening "):
+            p.stop()
+            raise Failed("fakemcp said %r" % line)
+        self.procs[name] = p
+        return "http://%s/mcp" % line.split()[-1]
 
     def make_api_pki(self):
         """The aggregated API's serving certificate (docs/stream-api.md): a CA
@@ -400,6 +440,31 @@ class Local:
         self.procs[name] = p
         return p
 
+    # The node's address on the pod network (kubelet_cfg.pod_network's
+    # first address): pods of their own network namespace reach the host
+    # there, so the egress proxy listens on it.
+    NODE_POD_NET_ADDR = "10.213.0.1"
+
+    def start_egress_proxy(self, hosts_file=None, assume_public=None, extra=(),
+                           kubeconfig=None, name="tern-egress-proxy"):
+        """tern-egress-proxy on the node's pod-network address (a free port),
+        /metrics on loopback. Returns (proxy "HOST:PORT", metrics URL)."""
+        maddr = "127.0.0.1:%d" % free_port()
+        argv = [os.path.join(BIN, "tern-egress-proxy"), "--kubeconfig",
+                kubeconfig or self.kubeconfig, "--listen", self.NODE_POD_NET_ADDR + ":0",
+                "--metrics-addr", maddr, "--id", name, *extra]
+        if hosts_file:
+            argv += ["--hosts-file", hosts_file]
+        if assume_public:
+            argv += ["--assume-public", assume_public]
+        p = Proc(name, argv, self.logs, stdout_pipe=True)
+        line = p.read_line(60)
+        if not line.startswith("tern-egress-proxy ready addr="):
+            p.stop()
+            raise Failed("tern-egress-proxy said %r" % line)
+        self.procs[name] = p
+        return line.split("addr=", 1)[1], "http://%s/metrics" % maddr
+
     def apply_runner_rbac(self, ns="default"):
         self.kubectl("apply", "-n", ns, "-f", os.path.join(ROOT, "deploy", "runner-rbac.yaml"))
 
@@ -427,7 +492,8 @@ class Local:
                     pass
 
     def stop_all(self):
-        for name in ["op-a", "op-b", "tern-operator", "tern-fakellm", "model-slow", "model-fast",
+        for name in ["op-a", "op-b", "tern-operator", "tern-egress-proxy", "tern-fakellm",
+                     "model-slow", "model-fast",
                      "tern-dev", "tern-node", "kube-scheduler", "kube-controller-manager",
                      "kube-apiserver", "kube-etcd", "etcd"]:
             self.stop(name)
@@ -570,6 +636,21 @@ def journal_events(j, uid):
 
 def journal_keys(j, uid):
     return [k for k, _ in j.range("/tern/v1/s/%s/" % uid, keys_only=True)]
+
+
+def read_jsonl(path):
+    """The JSON lines of a fake's log ([] before it exists)."""
+    try:
+        with open(path) as f:
+            return [json.loads(x) for x in f if x.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def mcp_idempotency_key(uid, call_id):
+    """The key the runner sends an MCP server for a call (runner/trusted.h)."""
+    import hashlib
+    return "tern-" + hashlib.sha256(("%s/%s" % (uid, call_id)).encode()).hexdigest()[:32]
 
 
 def sandbox_executions(addr, token):

@@ -112,6 +112,8 @@ def main():
         t.apply_crd()
         t.apply_runner_rbac()
         t.create_secret("model", "api-key", "bench")
+        t.create_secret("demo-git", "token", "not-a-real-git-token")
+        remote = t.start_gitremote("not-a-real-git-token", repo="demo.git")
         api = Api(t.kubeconfig)
         now = time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime())
         t0 = time.monotonic()
@@ -177,7 +179,8 @@ def main():
         rec = os.path.join(t.dir, "model-requests.jsonl")
         size0 = os.path.getsize(rec) if os.path.exists(rec) else 0
         man = open(os.path.join(ternlocal.ROOT, "examples", "demo.yaml")).read().replace(
-            "http://127.0.0.1:0/v1", base).replace("demo-model", "model")
+            "http://127.0.0.1:0/v1", base).replace("demo-model", "model").replace(
+            "http://127.0.0.1:0/demo.git", remote)
         t0 = time.monotonic()
         t.kubectl("apply", "-f", "-", input=man)
         ternlocal.wait_for("first model request", lambda: os.path.exists(rec) and

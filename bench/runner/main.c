@@ -158,7 +158,7 @@ static double stat_of(const char *log, const char *key)
     if (json_parse(lastl, strlen(lastl), &j, NULL) == 0) {
         const cJSON *it = json_get(j, key);
         int64_t x;
-        if (cJSON_IsString(it) && num_parse_i64(it->valuestring, &x) == 0)
+        if (json_item_int64(it, &x) == 0) /* a number (older runners: a string) */
             v = (double)x;
     }
     cJSON_Delete(j);

@@ -27,6 +27,11 @@ if is_true("Failed") then
     cond["Failed"].message or ("failed: " .. (cond["Failed"].reason or "unknown"))
   return hs
 end
+if st.phase == "Blocked" then
+  hs.status = "Degraded"
+  hs.message = "blocked: " .. (st.reason or "unknown") .. ": " .. (st.message or "")
+  return hs
+end
 if is_true("ApprovalPending") then
   hs.status = "Suspended"
   local p = st.pendingApproval or {}

@@ -151,7 +151,10 @@ def main():
         contains(out, "agentsession.tern.dev/s1 created")
         _, out, _ = k("get", "ags")
         head = out.splitlines()[0].split()
-        eq(head, ["NAME", "PHASE", "TURN", "TOOLS", "APPROVAL", "AGE"], "printer columns")
+        eq(head, ["NAME", "PHASE", "TURN", "TOOLS", "APPROVAL", "REASON", "AGE"], "printer columns")
+        _, wide, _ = k("get", "ags", "-o", "wide")
+        eq(wide.splitlines()[0].split(), ["NAME", "PHASE", "TURN", "TOOLS", "APPROVAL", "REASON",
+                                          "AGE", "MESSAGE"], "wide printer columns (priority 1)")
         contains(out.splitlines()[1], "s1")
         _, out, _ = k("get", "agentsession", "s1", "-o", "json")
         o = json.loads(out)

@@ -180,7 +180,9 @@ def _():
     want = {"PHASE": (".status.phase", "string"), "TURN": (".status.turn.number", "integer"),
             "TOOLS": (".status.usage.toolCalls", "integer"),
             "APPROVAL": (".status.pendingApproval.id", "string"),
-            "AGE": (".metadata.creationTimestamp", "date")}
+            "REASON": (".status.reason", "string"),
+            "AGE": (".metadata.creationTimestamp", "date"),
+            "MESSAGE": (".status.message", "string")}
     got = {}
     for c in cols:
         for k in ("name", "type", "jsonPath"):

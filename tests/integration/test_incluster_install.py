@@ -48,6 +48,8 @@ SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 # ---- RBAC rules as triples ------------------------------------------------
+GIT_TOKEN = "not-a-real-git-token"  # the demo's publish remote (tests/fakes/gitremote.py)
+
 def rule_triples(path, kinds=("ClusterRole", "Role")):
     """{(apiGroup, resource[/subresource], verb): "Kind/name"} of every rule
     of the Roles/ClusterRoles in a manifest file."""
@@ -120,7 +122,7 @@ def demo_manifest(t, name):
     with open(os.path.join(ROOT, "examples", "demo.yaml")) as f:
         m = f.read()
     m = m.replace("http://127.0.0.1:0/v1", t.base).replace("name: demo\n", "name: %s\n" % name)
-    return m
+    return m.replace("http://127.0.0.1:0/demo.git", t.remote)
 
 
 def waiting(t, name, timeout=60):
@@ -296,6 +298,7 @@ def step_demo_session(r):
     t.kubectl("create", "namespace", NS)
     t.apply_runner_rbac(NS)
     t.create_secret("demo-model", "api-key", "not-a-real-key", ns=NS)
+    t.create_secret("demo-git", "token", GIT_TOKEN, ns=NS)
     t.kubectl("apply", "-n", NS, "-f", "-", input=demo_manifest(t, "demo"))
     s = waiting(t, "demo")
     eq(phase(s), "WaitingForApproval", "phase (%s)" % json.dumps(s.get("status"))[:800])
@@ -303,7 +306,7 @@ def step_demo_session(r):
     contains(out, "approved " + s["status"]["pendingApproval"]["id"], "kubectl tern approve")
     s = completed(t, "demo")
     eq(phase(s), "Succeeded", "phase (%s)" % json.dumps(s.get("status"))[:800])
-    contains(s["status"]["result"]["summary"], "pushed", "result")
+    contains(s["status"]["result"]["summary"], "published", "result")
     if t.cluster == "terndev":
         # the session read through the aggregated API the operator pod serves
         # (the base's APIService and Service; tern-dev proxies to the pod it
@@ -314,12 +317,25 @@ def step_demo_session(r):
         contains(out, "approval ap-", "the approval")
 
 
+def subprocess_tern(t, *args):
+    import subprocess
+    env = dict(os.environ, HOME=t.home, KUBECONFIG=t.kubeconfig,
+               PATH=ternlocal.BIN + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+    return subprocess.run([ternlocal.KUBECTL, "tern", *args], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
 def step_fork_and_events(r):
     t = r.t
     # a rejected approval, twice with the same note: one Event, then its
-    # series is patched (the recorder flushes at the latest at shutdown)
+    # series is patched (the recorder flushes at the latest at shutdown).
+    # kubectl tern refuses a wrong id itself, so the annotation is set
+    # directly, as another client could
+    r0 = subprocess_tern(t, "approve", "demo", "ap-stale", "-n", NS)
+    eq(r0.returncode, 1, "kubectl tern approve refuses an id that is not pending")
     for _ in range(2):
-        t.tern("approve", "demo", "ap-stale", "-n", NS)
+        t.kubectl("annotate", "--overwrite", "agentsession", "demo", "-n", NS,
+                  "tern.dev/approve=ap-stale")
         annotation_gone(t, "demo", "tern.dev/approve")
     out = t.tern("fork", "demo", "demo-alt", "-n", NS)
     contains(out, "demo-alt", "kubectl tern fork")
@@ -447,13 +463,18 @@ def step_excess_runner(r):
     excess(r, RUNNER_USER, os.path.join(ROOT, "deploy", "runner-rbac.yaml"))
 
 
+def operator_role(t):
+    """The operator's ClusterRole twice, ready to apply: one to edit, one to
+    put back."""
+    role = t.get_json("clusterrole", "tern-operator")
+    for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+        role["metadata"].pop(k, None)
+    return role, copy.deepcopy(role)
+
+
 def step_missing_rule(r):
     t = r.t
-    role = t.get_json("clusterrole", "tern-operator")
-    original = copy.deepcopy(role)
-    for m in (role, original):
-        for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
-            m["metadata"].pop(k, None)
+    role, original = operator_role(t)
     n = 0
     for rule in role["rules"]:
         if rule["apiGroups"] == ["batch"] and "jobs" in rule["resources"]:
@@ -511,11 +532,7 @@ def step_finalizers_rule_needed(r):
     refuses the session's children, with a Warning Event; with it back the
     session runs its turn."""
     t = r.t
-    role = t.get_json("clusterrole", "tern-operator")
-    original = copy.deepcopy(role)
-    for m in (role, original):
-        for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
-            m["metadata"].pop(k, None)
+    role, original = operator_role(t)
     before = len(role["rules"])
     role["rules"] = [x for x in role["rules"] if x.get("resources") != ["agentsessions/finalizers"]]
     eq(len(role["rules"]), before - 1, "one agentsessions/finalizers rule")
@@ -544,6 +561,7 @@ def main():
         if t.cluster == "kube":
             authz_log = t.kube.audit_log
         t.base = t.start_fakellm(os.path.join(ROOT, "examples", "demo-script.json"))
+        t.remote = t.start_gitremote(GIT_TOKEN, repo="demo.git")
         r = Run(t, authz_log, audit=t.cluster == "kube")
         done = set()
         for name, fn, needs in [

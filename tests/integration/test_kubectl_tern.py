@@ -68,9 +68,80 @@ def main():
             eq(a.get("tern.dev/decided-by"), t.admin_user, "decided-by from whoami")
 
         def say_appends():
-            tern(t, "say", "s1", "first")
+            r = tern(t, "say", "s1", "first")
+            # it tells what happens to the message
+            contains(r.stdout, "message added (spec.messages[0]); it is taken once approval "
+                     "ap-1 is decided", "output")
             tern(t, "say", "s1", "second")
             eq(t.session("s1")["spec"]["messages"], ["first", "second"], "messages")
+
+        def approve_wrong_id_fails():
+            r = tern(t, "approve", "s1", "ap-wrong", check=False)
+            eq(r.returncode, 1, "exit code")
+            contains(r.stderr, "ap-wrong is not the pending approval of agentsession s1 "
+                     "(pending: ap-1); nothing was changed", "message")
+            eq(t.session("s1")["metadata"].get("annotations", {}).get("tern.dev/approve"),
+               "ap-1", "annotation unchanged (still the earlier, right one)")
+            set_status(t, {"phase": "Running"})
+            r = tern(t, "deny", "s1", check=False)
+            eq(r.returncode, 1, "exit code, nothing pending")
+            contains(r.stderr, "agentsession s1 has no pending approval", "message")
+            set_status(t, {"phase": "WaitingForApproval",
+                           "pendingApproval": {"id": "ap-1", "tool": "exec_command",
+                                               "summary": "git push origin fix"}})
+
+        def say_refused_at_a_limit_and_retry():
+            failed = {"phase": "Failed", "reason": "LimitReached",
+                      "message": "turn 2: maxTokens: used 1686 of 1500",
+                      "failure": {"turn": 2, "reason": "LimitReached",
+                                  "message": "turn 2: maxTokens: used 1686 of 1500",
+                                  "limit": "maxTokens", "used": 1686, "max": 1500,
+                                  "blocked": True}}
+            t.kubectl("patch", "agentsession", "s1", "--type=merge", "-p",
+                      '{"spec":{"limits":{"maxTokens":1500}}}')
+            set_status(t, failed)
+            before = t.session("s1")["spec"]["messages"]
+            r = tern(t, "say", "s1", "go on", check=False)
+            eq(r.returncode, 1, "say refused")
+            contains(r.stderr, "stopped at a limit: turn 2: maxTokens: used 1686 of 1500; raise "
+                     "spec.limits.maxTokens above 1686 first", "why")
+            contains(r.stderr, "the message was not added", "nothing changed")
+            eq(t.session("s1")["spec"]["messages"], before, "messages unchanged")
+            r = tern(t, "retry", "s1", check=False)
+            eq(r.returncode, 1, "retry refused at the limit")
+            contains(r.stderr, "raise spec.limits.maxTokens above 1686", "why")
+            eq("tern.dev/retry" in t.session("s1")["metadata"].get("annotations", {}), False,
+               "no retry annotation")
+            # the limit raised: both go
+            t.kubectl("patch", "agentsession", "s1", "--type=merge", "-p",
+                      '{"spec":{"limits":{"maxTokens":3000}}}')
+            r = tern(t, "say", "s1", "go on")
+            contains(r.stdout, "continues it in a new turn", "say after raising")
+            # a transient failure: retry annotates the failed turn
+            set_status(t, {"phase": "Failed", "reason": "JobFailed",
+                           "failure": {"turn": 3, "reason": "JobFailed",
+                                       "message": "turn Job s1-t3 failed"}})
+            r = tern(t, "retry", "s1", "--as-user", "bob")
+            contains(r.stdout, "retry requested: turn 3 failed (JobFailed: turn Job s1-t3 "
+                     "failed)", "output")
+            a = t.session("s1")["metadata"]["annotations"]
+            eq(a.get("tern.dev/retry"), "3", "retry annotation")
+            eq(a.get("tern.dev/decided-by"), "bob", "who")
+            # nothing failed: refused
+            set_status(t, {"phase": "Succeeded"})
+            r = tern(t, "retry", "s1", check=False)
+            eq(r.returncode, 1, "exit code")
+            contains(r.stderr, "agentsession s1 is Succeeded: there is nothing to retry", "why")
+            # resume does not undo a failure, and says what does
+            set_status(t, {"phase": "Failed", "reason": "JobFailed"})
+            r = tern(t, "resume", "s1")
+            contains(r.stdout, "resumed; it is Failed (JobFailed): kubectl tern retry", "resume")
+            # an invalid spec: say is refused
+            set_status(t, {"phase": "Failed", "reason": "InvalidSpec",
+                           "message": "spec.limits.maxCostMicroUSD: model \"x\" has no price"})
+            r = tern(t, "say", "s1", "hello", check=False)
+            eq(r.returncode, 1, "say refused for an invalid spec")
+            contains(r.stderr, "has an invalid spec", "why")
 
         def fork_annotates():
             tern(t, "fork", "s1", "s1-alt")
@@ -110,11 +181,13 @@ def main():
         for name, fn in [("approve_defaults_to_pending", approve_defaults_to_pending),
                          ("deny_with_reason", deny_with_reason),
                          ("say_appends", say_appends),
+                         ("approve_wrong_id_fails", approve_wrong_id_fails),
                          ("fork_annotates", fork_annotates),
                          ("suspend_resume", suspend_resume),
                          ("get_shows_status", get_shows_status),
                          ("errors_are_clear", errors_are_clear),
-                         ("logs_without_the_api_says_so", logs_without_the_api_says_so)]:
+                         ("logs_without_the_api_says_so", logs_without_the_api_says_so),
+                         ("say_refused_at_a_limit_and_retry", say_refused_at_a_limit_and_retry)]:
             suite.run(name, fn)
     suite.finish()
 

@@ -169,10 +169,10 @@ TEST(sandbox_hash_follows_the_sandbox_fields_only)
 TEST(turn_job_carries_the_key_by_reference_and_fails_fast_on_78)
 {
     struct session_spec *s = load("examples/approvals-and-limits.yaml");
-    cJSON *job = children_turn_job(s, &cfg, 7);
+    cJSON *job = children_turn_job(s, &cfg, 7, NULL);
     ASSERT_EQ_STR(s_at(job, "metadata.name"), "fix-flaky-test-t7");
     ASSERT_EQ_INT(i_at(job, "spec.backoffLimit"), 4);
-    ASSERT_EQ_INT(i_at(job, "spec.activeDeadlineSeconds"), 1800);
+    ASSERT_EQ_INT(i_at(job, "spec.activeDeadlineSeconds"), 1800 + CHILDREN_DEADLINE_GRACE);
     ASSERT_EQ_STR(s_at(job, "spec.podFailurePolicy.rules[0].action"), "FailJob");
     ASSERT_EQ_INT(i_at(job, "spec.podFailurePolicy.rules[0].onExitCodes.values[0]"), 78);
     const cJSON *pod = at(job, "spec.template.spec");
@@ -203,7 +203,7 @@ TEST(turn_job_carries_the_key_by_reference_and_fails_fast_on_78)
 TEST(network_policy_allows_runner_in_and_allowlist_out)
 {
     struct session_spec *s = load("examples/approvals-and-limits.yaml");
-    cJSON *np = children_network_policy(s);
+    cJSON *np = children_network_policy(s, &cfg);
     const cJSON *from = at(np, "spec.ingress[0].from[0].podSelector.matchLabels");
     ASSERT_EQ_STR(json_get(from, "tern.dev/role")->valuestring, "runner");
     ASSERT_EQ_STR(json_get(from, "tern.dev/session-uid")->valuestring, "0d8f-uid");
@@ -218,11 +218,11 @@ TEST(network_policy_allows_runner_in_and_allowlist_out)
                       ->valuestring,
                   "0d8f-uid");
     ASSERT_EQ_STR(s_at(np, "spec.podSelector.matchExpressions[0].values[1]"), "viewer");
-    ASSERT_EQ_STR(s_at(np, "spec.egress[0].to[0].ipBlock.cidr"), "140.82.112.0/20");
+    ASSERT_EQ_STR(s_at(np, "spec.egress[0].to[0].ipBlock.cidr"), "10.20.0.0/16");
     cJSON_Delete(np);
     session_spec_free(s);
     s = load("examples/minimal.yaml");
-    np = children_network_policy(s);
+    np = children_network_policy(s, &cfg);
     ASSERT_EQ_INT(cJSON_GetArraySize(at(np, "spec.egress")), 0); /* no egress at all */
     ASSERT_EQ_STR(s_at(np, "spec.policyTypes[1]"), "Egress");
     cJSON_Delete(np);
@@ -234,7 +234,7 @@ TEST(locked_journal_turn_job_mounts_the_session_secret)
     struct session_spec *s = load("examples/approvals-and-limits.yaml");
     struct children_config locked = cfg;
     locked.journal_locked = true;
-    cJSON *job = children_turn_job(s, &locked, 2);
+    cJSON *job = children_turn_job(s, &locked, 2, NULL);
     const cJSON *pod = at(job, "spec.template.spec");
     const cJSON *e, *v;
     bool user = false, pw = false, vol = false;
@@ -259,7 +259,7 @@ TEST(locked_journal_turn_job_mounts_the_session_secret)
     ASSERT_TRUE(user && pw && vol);
     cJSON_Delete(job);
     /* unlocked: no journal Secret at all */
-    job = children_turn_job(s, &cfg, 2);
+    job = children_turn_job(s, &cfg, 2, NULL);
     cJSON_ArrayForEach(v, at(job, "spec.template.spec.volumes"))
     {
         ASSERT_TRUE(strcmp(s_at(v, "name"), "journal") != 0);
@@ -294,6 +294,76 @@ TEST(viewer_job_reads_the_workspace_read_only)
     session_spec_free(s);
 }
 
+static const char *env_of(const cJSON *pod, const char *name)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, at(pod, "spec.containers[0].env"))
+    {
+        if (strcmp(s_at(e, "name"), name) == 0)
+            return s_at(e, "value");
+    }
+    return NULL;
+}
+
+TEST(egress_proxy_in_policy_and_pod)
+{
+    struct children_config pc = cfg;
+    pc.egress_proxy = "10.96.0.42:3128";
+    struct session_spec *s = load("examples/approvals-and-limits.yaml");
+    /* by address: an ipBlock of the proxy, on its port only; the CIDRs after */
+    cJSON *np = children_network_policy(s, &pc);
+    ASSERT_EQ_INT(cJSON_GetArraySize(at(np, "spec.egress")), 2);
+    ASSERT_EQ_STR(s_at(np, "spec.egress[0].to[0].ipBlock.cidr"), "10.96.0.42/32");
+    ASSERT_EQ_STR(s_at(np, "spec.egress[0].ports[0].protocol"), "TCP");
+    ASSERT_EQ_INT(i_at(np, "spec.egress[0].ports[0].port"), 3128);
+    ASSERT_EQ_STR(s_at(np, "spec.egress[1].to[0].ipBlock.cidr"), "10.20.0.0/16");
+    ASSERT_NULL(at(np, "spec.egress[1].ports"));
+    cJSON_Delete(np);
+    /* by selector: the proxy pods of their namespace */
+    pc.egress_proxy_namespace = "tern-system";
+    pc.egress_proxy_labels = "app.kubernetes.io/name=tern,app.kubernetes.io/component=egress-proxy";
+    np = children_network_policy(s, &pc);
+    ASSERT_NULL(at(np, "spec.egress[0].to[0].ipBlock"));
+    const cJSON *nsl = at(np, "spec.egress[0].to[0].namespaceSelector.matchLabels");
+    ASSERT_EQ_STR(json_get(nsl, "kubernetes.io/metadata.name")->valuestring, "tern-system");
+    const cJSON *psl = at(np, "spec.egress[0].to[0].podSelector.matchLabels");
+    ASSERT_EQ_STR(json_get(psl, "app.kubernetes.io/component")->valuestring, "egress-proxy");
+    ASSERT_EQ_INT(i_at(np, "spec.egress[0].ports[0].port"), 3128);
+    cJSON_Delete(np);
+    /* the pod: proxy variables in both spellings, NO_PROXY with the CIDRs */
+    cJSON *pod = children_sandbox_pod(s, &pc);
+    ASSERT_EQ_STR(env_of(pod, "HTTPS_PROXY"), "http://10.96.0.42:3128");
+    ASSERT_EQ_STR(env_of(pod, "https_proxy"), "http://10.96.0.42:3128");
+    ASSERT_EQ_STR(env_of(pod, "HTTP_PROXY"), "http://10.96.0.42:3128");
+    ASSERT_EQ_STR(env_of(pod, "http_proxy"), "http://10.96.0.42:3128");
+    ASSERT_EQ_STR(env_of(pod, "NO_PROXY"), "localhost,127.0.0.1,::1,10.20.0.0/16");
+    ASSERT_EQ_STR(env_of(pod, "no_proxy"), "localhost,127.0.0.1,::1,10.20.0.0/16");
+    cJSON_Delete(pod);
+    /* the proxy is part of the sandbox hash; without one the hash is unchanged */
+    char h1[17], h2[17], h3[17];
+    children_sandbox_hash(s, &cfg, h1);
+    children_sandbox_hash(s, &pc, h2);
+    pc.egress_proxy = "10.96.0.43:3128";
+    children_sandbox_hash(s, &pc, h3);
+    ASSERT_TRUE(strcmp(h1, h2) != 0 && strcmp(h2, h3) != 0);
+    pod = children_sandbox_pod(s, &cfg);
+    ASSERT_NULL(env_of(pod, "HTTPS_PROXY"));
+    cJSON_Delete(pod);
+    session_spec_free(s);
+    /* no proxy, no CIDR: no egress at all */
+    s = load("examples/minimal.yaml");
+    np = children_network_policy(s, &cfg);
+    ASSERT_EQ_INT(cJSON_GetArraySize(at(np, "spec.egress")), 0);
+    cJSON_Delete(np);
+    pc.egress_proxy = "[fd00::5]:3128";
+    pc.egress_proxy_labels = NULL;
+    np = children_network_policy(s, &pc);
+    ASSERT_EQ_INT(cJSON_GetArraySize(at(np, "spec.egress")), 1);
+    ASSERT_EQ_STR(s_at(np, "spec.egress[0].to[0].ipBlock.cidr"), "fd00::5/128");
+    cJSON_Delete(np);
+    session_spec_free(s);
+}
+
 TEST(workspace_and_read_only_context)
 {
     struct session_spec *s = load("examples/context-skills-memory.yaml");
@@ -318,6 +388,59 @@ TEST(workspace_and_read_only_context)
     cJSON_Delete(pod);
     cJSON *cm = children_task_configmap(s);
     ASSERT_CONTAINS(json_get(json_get(cm, "data"), "task.md")->valuestring, "# Task");
+    cJSON_Delete(cm);
+    session_spec_free(s);
+}
+
+TEST(turn_job_gets_its_price_by_the_downward_api)
+{
+    struct session_spec *s = load("examples/approvals-and-limits.yaml");
+    const char *price = "{\"prices\":{\"gpt-5.4-mini\":{\"input\":750000,\"cachedInput\":75000,"
+                        "\"output\":4500000}}}";
+    cJSON *job = children_turn_job(s, &cfg, 1, price);
+    ASSERT_EQ_STR(json_get(at(job, "spec.template.metadata.annotations"), "tern.dev/prices")
+                      ->valuestring,
+                  price);
+    const cJSON *pod = at(job, "spec.template.spec");
+    ASSERT_EQ_STR(s_at(pod, "containers[0].terminationMessagePolicy"), "FallbackToLogsOnError");
+    bool env_ok = false, vol_ok = false, mount_ok = false;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, at(pod, "containers[0].env"))
+        env_ok = env_ok || (strcmp(s_at(e, "name"), "TERN_PRICES_FILE") == 0 &&
+                            strcmp(s_at(e, "value"), CHILDREN_PRICES_FILE) == 0);
+    cJSON_ArrayForEach(e, at(pod, "volumes"))
+        vol_ok = vol_ok || (json_get(e, "downwardAPI") &&
+                            strcmp(s_at(e, "downwardAPI.items[0].fieldRef.fieldPath"),
+                                   "metadata.annotations['tern.dev/prices']") == 0);
+    cJSON_ArrayForEach(e, at(pod, "containers[0].volumeMounts"))
+        mount_ok = mount_ok || strcmp(s_at(e, "mountPath"), CHILDREN_PRICES_DIR) == 0;
+    ASSERT_TRUE(env_ok);
+    ASSERT_TRUE(vol_ok);
+    ASSERT_TRUE(mount_ok);
+    cJSON_Delete(job);
+    /* no price: nothing about prices */
+    job = children_turn_job(s, &cfg, 1, NULL);
+    ASSERT_NULL(at(job, "spec.template.metadata.annotations"));
+    cJSON_Delete(job);
+    session_spec_free(s);
+}
+
+TEST(task_md_holds_what_the_system_prompt_says)
+{
+    /* objective, context, references; the follow-up messages are not
+     * there (runner/prompt.c says they come in the conversation) */
+    struct session_spec *s = load("examples/approvals-and-limits.yaml");
+    for (size_t i = 0; i < s->nmessages; i++)
+        free(s->messages[i]);
+    free(s->messages);
+    char **m = xcalloc(1, sizeof *m);
+    m[0] = xstrdup("a follow-up only the conversation carries");
+    s->messages = m;
+    s->nmessages = 1;
+    cJSON *cm = children_task_configmap(s);
+    const char *md = json_get(at(cm, "data"), "task.md")->valuestring;
+    ASSERT_CONTAINS(md, s->objective);
+    ASSERT_TRUE(strstr(md, "a follow-up only") == NULL);
     cJSON_Delete(cm);
     session_spec_free(s);
 }

@@ -337,3 +337,41 @@ TEST(example_price_file_parses)
     ASSERT_NOT_NULL(price_lookup(&t, "some-unknown-model"));
     price_table_done(&t);
 }
+
+/* The price table the chart and the kustomize base install
+ * (deploy/base/prices.yaml): the JSON under "prices.json: |". */
+TEST(shipped_price_table_parses_and_prices_only_known_models)
+{
+    FILE *f = fopen("deploy/base/prices.yaml", "r");
+    if (!f)
+        TH_SKIP("deploy/base/prices.yaml not found (run from the repo root)");
+    static char yaml[65536], json[65536];
+    size_t n = fread(yaml, 1, sizeof yaml - 1, f);
+    fclose(f);
+    yaml[n] = 0;
+    const char *p = strstr(yaml, "prices.json: |\n");
+    ASSERT_NOT_NULL(p);
+    p += strlen("prices.json: |\n");
+    size_t j = 0;
+    while (*p && j < sizeof json - 1) /* block scalar: strip the 4-space indent */
+        json[j++] = *p == ' ' && p[1] == ' ' && p[2] == ' ' && p[3] == ' ' &&
+                            (p == yaml || p[-1] == '\n')
+                        ? (p += 4, *p++)
+                        : *p++;
+    json[j] = 0;
+    struct price_table t;
+    struct tern_err e = {0};
+    if (price_table_parse(json, j, &t, &e))
+        th_fail(__FILE__, __LINE__, "%s", e.msg);
+    const struct price_entry *m = price_lookup(&t, "gpt-5.4-mini");
+    ASSERT_NOT_NULL(m);
+    ASSERT_EQ_INT(m->input, 750000);
+    ASSERT_EQ_INT(m->cached_input, 75000);
+    ASSERT_EQ_INT(m->output, 4500000);
+    /* no fallback: a model without a list price stays unpriced (a session
+     * with a cost limit is refused, not run unlimited) */
+    ASSERT_NULL(price_lookup(&t, "gpt-5.6-mini"));
+    ASSERT_NULL(price_lookup(&t, "fake-e2e"));
+    ASSERT_TRUE(t.n >= 10);
+    price_table_done(&t);
+}

@@ -392,3 +392,83 @@ TEST(pod_logs_read_tail_limit_previous_and_follow)
     free(ldir);
     free(dir);
 }
+
+TEST(image_references_as_a_kubelet_parses_them)
+{
+    static const char *good[] = {"busybox", "busybox:1.36", "tern-runner:local",
+                                 "ghcr.io/tern-dev/tern-sandbox-python:0.1.0",
+                                 "localhost:5000/a/b_c__d-e:v1.2-rc_3", "Registry.Example/x/y",
+                                 "x@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"};
+    static const char *bad[] = {"", "Busybox", "ghcr.io/Tern/x:1", "a//b", "x:", ":tag",
+                                "x:tag with space", "x y", "-x", "x-", "x@sha256:12",
+                                "registry:port/x"};
+    char why[512];
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        if (!podplan_image_valid(good[i], why, sizeof why))
+            th_fail(__FILE__, __LINE__, "refused %s: %s", good[i], why);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (podplan_image_valid(bad[i], why, sizeof why))
+            th_fail(__FILE__, __LINE__, "accepted \"%s\"", bad[i]);
+    ASSERT_TRUE(!podplan_image_valid("ghcr.io/Tern/x:1", why, sizeof why));
+    ASSERT_EQ_STR(why, "Failed to apply default image tag \"ghcr.io/Tern/x:1\": couldn't parse "
+                       "image name \"ghcr.io/Tern/x:1\": invalid reference format: repository "
+                       "name must be lowercase");
+}
+
+TEST(pods_that_cannot_fit_are_unschedulable)
+{
+    cJSON *pod = NULL;
+    const char *j = "{\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":{\"requests\":"
+                    "{\"cpu\":\"1500m\",\"memory\":\"1Gi\"}}},{\"name\":\"b\",\"resources\":"
+                    "{\"limits\":{\"cpu\":\"1\"}}}],\"initContainers\":[{\"name\":\"i\","
+                    "\"resources\":{\"requests\":{\"memory\":\"3Gi\"}}}]}}";
+    ASSERT_OK(json_parse(j, strlen(j), &pod, NULL));
+    char why[256];
+    /* 2.5 cpu (limits count as requests), max(1Gi, 3Gi) memory */
+    ASSERT_TRUE(podplan_fits(pod, 2500, 3LL << 30, why, sizeof why));
+    ASSERT_FALSE(podplan_fits(pod, 2000, 3LL << 30, why, sizeof why));
+    ASSERT_EQ_STR(why, "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
+                       "available: 1 No preemption victims found for incoming pod.");
+    ASSERT_FALSE(podplan_fits(pod, 2000, 1LL << 30, why, sizeof why));
+    ASSERT_CONTAINS(why, "1 Insufficient cpu, 1 Insufficient memory.");
+    cJSON *st = podstatus_unschedulable(pod, why, 1000);
+    ASSERT_EQ_STR(kobj_str(st, "phase"), "Pending");
+    const cJSON *c = cJSON_GetArrayItem(kobj_at(st, "conditions"), 0);
+    ASSERT_EQ_STR(kobj_str(c, "type"), "PodScheduled");
+    ASSERT_EQ_STR(kobj_str(c, "status"), "False");
+    ASSERT_EQ_STR(kobj_str(c, "reason"), "Unschedulable");
+    cJSON_Delete(st);
+    cJSON_Delete(pod);
+}
+
+TEST(termination_message_file_then_log_tail)
+{
+    char dir[] = "/tmp/tern-podplan-XXXXXX";
+    ASSERT_NOT_NULL(mkdtemp(dir));
+    char tf[128], lf[128], out[4097];
+    snprintf(tf, sizeof tf, "%s/term", dir);
+    snprintf(lf, sizeof lf, "%s/log", dir);
+    FILE *f = fopen(lf, "w");
+    for (int i = 0; i < 200; i++)
+        fprintf(f, "line %d\n", i);
+    fclose(f);
+    f = fopen(tf, "w");
+    fclose(f);
+    /* empty file, a failure, the policy: the last 80 lines */
+    size_t n = podlog_termination_message(tf, lf, true, 1, out, sizeof out);
+    ASSERT_TRUE(n > 0);
+    ASSERT_TRUE(strncmp(out, "line 120\n", 9) == 0);
+    ASSERT_CONTAINS(out, "line 199\n");
+    /* without the policy, or a success: nothing */
+    ASSERT_EQ_INT(podlog_termination_message(tf, lf, false, 1, out, sizeof out), 0);
+    ASSERT_EQ_INT(podlog_termination_message(tf, lf, true, 0, out, sizeof out), 0);
+    /* the file wins, at most 4096 bytes */
+    f = fopen(tf, "w");
+    for (int i = 0; i < 5000; i++)
+        fputc('x', f);
+    fclose(f);
+    ASSERT_EQ_INT(podlog_termination_message(tf, lf, true, 1, out, sizeof out), 4096);
+    unlink(tf);
+    unlink(lf);
+    rmdir(dir);
+}

@@ -179,6 +179,32 @@ TEST(pending_intent_brings_sandbox_then_turn)
     session_spec_free(s);
 }
 
+TEST(host_entries_without_an_egress_proxy_are_reported)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(
+        "  permissions: {networkAllowlist: [\"pypi.org\", \"10.0.0.0/8\"]}\n"));
+    struct reconcile_input in = base_input(s);
+    in.journal.last_seq = 1;
+    in.journal.messages = 1;
+    in.journal.intent_pending = true;
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 1);
+    const struct reconcile_action *w = find(&o, RA_EVENT, "EgressProxyMissing");
+    ASSERT_NOT_NULL(w);
+    ASSERT_EQ_STR(w->event_type, "Warning");
+    ASSERT_CONTAINS(w->note, "the first: pypi.org");
+    reconcile_output_done(&o);
+    struct children_config pc = cfg;
+    pc.egress_proxy = "10.96.0.42:3128";
+    in.cfg = &pc;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 1);
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "EgressProxyMissing"), 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
 static void waiting_for(struct reconcile_input *in, const char *id)
 {
     in->journal.last_seq = 9;
@@ -340,14 +366,21 @@ TEST(failed_job_without_turn_end_is_journaled_as_error)
     const struct reconcile_action *a = find(&o, RA_JOURNAL_APPEND, "turn_finished");
     ASSERT_NOT_NULL(a);
     ASSERT_EQ_STR(json_get(a->data, "outcome")->valuestring, "error");
+    ASSERT_EQ_STR(json_get(a->data, "reason")->valuestring, "JobFailed");
+    ASSERT_CONTAINS(json_get(a->data, "message")->valuestring,
+                    "turn Job s1-t1 failed (PodFailurePolicy)");
     ASSERT_EQ_INT(a->turn, 1);
-    ASSERT_EQ_INT(count(&o, RA_EVENT, "TurnFailed"), 1);
     reconcile_output_done(&o);
     in.journal.outcome = "error";
+    in.journal.reason = "JobFailed";
+    in.journal.message = "turn Job s1-t1 failed (PodFailurePolicy)";
     reconcile_decide(&in, &o);
     ASSERT_EQ_STR(o.phase, "Failed");
     ASSERT_EQ_STR(cond_status(&o, "Failed"), "True");
     ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, NULL), 0);
+    /* one Warning, with the reason and the message */
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "JobFailed"), 1);
+    ASSERT_CONTAINS(find(&o, RA_EVENT, "JobFailed")->note, "turn 1: turn Job s1-t1 failed");
     reconcile_output_done(&o);
     session_spec_free(s);
 }
@@ -531,6 +564,599 @@ TEST(fork_child_copies_journal_then_workspace_then_runs)
     reconcile_decide(&in, &o);
     ASSERT_EQ_STR(o.phase, "Succeeded");
     ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, NULL), 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+/* ---- issue 16: off the happy path ----------------------------------------- */
+
+static const char *status_str(const struct reconcile_output *o, const char *k)
+{
+    const cJSON *v = json_get(o->status, k);
+    return cJSON_IsString(v) ? v->valuestring : "(absent)";
+}
+
+static const char *cond_field(const struct reconcile_output *o, const char *type, const char *k)
+{
+    const cJSON *v = json_get(conditions_find(json_get(o->status, "conditions"), type), k);
+    return cJSON_IsString(v) ? v->valuestring : "(absent)";
+}
+
+static void ready_sandbox(struct reconcile_input *in, const struct session_spec *s,
+                          char hash[17])
+{
+    in->pod = (struct observed_pod){.exists = true, .phase = "Running", .ready = true,
+                                    .ip = "127.1.0.5",
+                                    .sandbox_hash = children_sandbox_hash(s, &cfg, hash)};
+}
+
+static void at_token_limit(struct reconcile_input *in)
+{
+    in->journal = (struct observed_journal){
+        .last_seq = 20, .turn = 2, .messages = 1, .outcome = "limit_reached",
+        .updated_at = in->now - 5, .reason = "maxTokens",
+        .message = "maxTokens: used 1686 of 1500", .limit = "maxTokens", .limit_used = 1686,
+        .limit_max = 1500, .good_seq = 18};
+    in->job = (struct observed_job){.exists = true, .turn = 2, .complete = true};
+}
+
+TEST(a_limit_failure_says_which_and_waits_until_the_limit_is_raised)
+{
+    struct session_spec *s = spec_from(SESSION_YAML("  limits: {maxTokens: 1500}\n"
+                                                    "  messages: [please go on]\n"));
+    struct reconcile_input in = base_input(s);
+    at_token_limit(&in);
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Failed");
+    ASSERT_EQ_STR(o.reason, "LimitReached");
+    ASSERT_EQ_STR(status_str(&o, "reason"), "LimitReached");
+    ASSERT_CONTAINS(status_str(&o, "message"), "turn 2: maxTokens: used 1686 of 1500");
+    ASSERT_CONTAINS(status_str(&o, "message"), "raise spec.limits.maxTokens above 1686");
+    ASSERT_CONTAINS(status_str(&o, "message"), "1 message of spec.messages waits");
+    ASSERT_EQ_STR(cond_field(&o, "Failed", "reason"), "LimitReached");
+    ASSERT_CONTAINS(cond_field(&o, "Failed", "message"), "maxTokens: used 1686 of 1500");
+    ASSERT_EQ_STR(cond_field(&o, "Ready", "reason"), "LimitReached");
+    ASSERT_EQ_STR(cond_status(&o, "BudgetExhausted"), "True");
+    ASSERT_CONTAINS(cond_field(&o, "BudgetExhausted", "message"), "maxTokens: used 1686");
+    const cJSON *f = json_get(o.status, "failure");
+    ASSERT_EQ_STR(json_get(f, "limit")->valuestring, "maxTokens");
+    ASSERT_TRUE(cJSON_IsTrue(json_get(f, "blocked")));
+    /* the message is not journaled (it would not be processed) */
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, NULL), 0);
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "LimitReached"), 1);
+    ASSERT_CONTAINS(find(&o, RA_EVENT, "LimitReached")->note, "used 1686 of 1500");
+    ASSERT_EQ_STR(o.signals.ended_reason, "LimitReached");
+    /* steady: no second Warning */
+    struct reconcile_input again = in;
+    again.status = o.status;
+    struct reconcile_output o2;
+    reconcile_decide(&again, &o2);
+    ASSERT_EQ_INT(count(&o2, RA_EVENT, NULL), 0);
+    ASSERT_NULL(o2.signals.ended_reason);
+    /* kubectl tern retry is refused while the limit holds, and says why */
+    again.ann_retry = "2";
+    reconcile_output_done(&o2);
+    reconcile_decide(&again, &o2);
+    ASSERT_EQ_INT(count(&o2, RA_JOURNAL_APPEND, NULL), 0);
+    ASSERT_CONTAINS(find(&o2, RA_EVENT, "RetryRejected")->note,
+                    "raise spec.limits.maxTokens above 1686");
+    ASSERT_EQ_STR(find(&o2, RA_REMOVE_ANNOTATIONS, NULL)->keys[0], RECONCILE_ANN_RETRY);
+    reconcile_output_done(&o2);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+
+    /* the limit raised: the message is journaled and a turn follows */
+    s = spec_from(SESSION_YAML("  limits: {maxTokens: 3000}\n  messages: [please go on]\n"));
+    in.spec = s;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, "user_message"), 1);
+    ASSERT_TRUE(strcmp(o.phase, "Failed") != 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+
+    /* raised without a message: a retry event continues the turn */
+    s = spec_from(SESSION_YAML("  limits: {maxTokens: 3000}\n"));
+    in.spec = s;
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *r = find(&o, RA_JOURNAL_APPEND, "retry");
+    ASSERT_NOT_NULL(r);
+    ASSERT_EQ_STR(r->key, "retry/2/limit");
+    ASSERT_EQ_STR(json_get(r->data, "reason")->valuestring, "LimitRaised");
+    ASSERT_EQ_STR(json_get(r->data, "limit")->valuestring, "maxTokens");
+    ASSERT_CONTAINS(find(&o, RA_EVENT, "Retrying")->note, "spec.limits.maxTokens is now 3000");
+    ASSERT_TRUE(strcmp(o.phase, "Failed") != 0);
+    reconcile_output_done(&o);
+    /* next pass: the retry is an intent -> a new turn */
+    in.journal.intent_pending = true;
+    in.journal.last_seq = 21;
+    char hash[17];
+    ready_sandbox(&in, s, hash);
+    in.refs_checked = true;
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *job = find(&o, RA_CREATE, "batch/v1/jobs");
+    ASSERT_NOT_NULL(job);
+    ASSERT_EQ_STR(json_get(json_get(job->object, "metadata"), "name")->valuestring, "s1-t3");
+    ASSERT_EQ_STR(o.phase, "Running");
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(a_transient_failure_continues_with_a_message_or_a_retry)
+{
+    struct session_spec *s = spec_from(SESSION_YAML("  messages: [try again]\n"));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){
+        .last_seq = 9, .turn = 1, .messages = 1, .outcome = "error", .reason = "JobFailed",
+        .message = "turn Job s1-t1 failed (BackoffLimitExceeded); the last attempt exited 75: "
+                   "ModelUnreachable: model: Couldn't connect to server",
+        .updated_at = in.now - 100, .good_seq = 8};
+    in.job = (struct observed_job){.exists = true, .turn = 1, .failed = true,
+                                   .failed_reason = "BackoffLimitExceeded"};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *m = find(&o, RA_JOURNAL_APPEND, "user_message");
+    ASSERT_NOT_NULL(m);
+    ASSERT_EQ_STR(m->key, "message/0");
+    ASSERT_TRUE(strcmp(o.phase, "Failed") != 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+
+    /* no message: kubectl tern retry */
+    s = spec_from(SESSION_YAML(""));
+    in.spec = s;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Failed");
+    ASSERT_EQ_STR(o.reason, "JobFailed");
+    ASSERT_CONTAINS(status_str(&o, "message"), "Couldn't connect to server");
+    ASSERT_CONTAINS(status_str(&o, "message"), "kubectl tern retry");
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, NULL), 0);
+    reconcile_output_done(&o);
+    in.ann_retry = "1";
+    in.ann_decided_by = "alice";
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *r = find(&o, RA_JOURNAL_APPEND, "retry");
+    ASSERT_NOT_NULL(r);
+    ASSERT_EQ_STR(r->key, "retry/1/retry");
+    ASSERT_EQ_STR(json_get(r->data, "by")->valuestring, "alice");
+    ASSERT_EQ_STR(json_get(r->data, "after")->valuestring, "JobFailed");
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "Retrying"), 1);
+    const struct reconcile_action *rm = find(&o, RA_REMOVE_ANNOTATIONS, NULL);
+    ASSERT_EQ_STR(rm->keys[0], RECONCILE_ANN_RETRY);
+    ASSERT_EQ_STR(rm->keys[1], RECONCILE_ANN_DECIDED_BY);
+    reconcile_output_done(&o);
+
+    /* retry on a session that did not fail: refused */
+    in.journal.outcome = "completed";
+    in.ann_decided_by = NULL;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, NULL), 0);
+    ASSERT_CONTAINS(find(&o, RA_EVENT, "RetryRejected")->note, "nothing failed");
+    ASSERT_EQ_INT(count(&o, RA_REMOVE_ANNOTATIONS, NULL), 1);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(a_runner_that_fails_before_its_turn_starts_fails_the_session)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    /* turn 1's Job failed fast (exit 78) before journaling turn_started */
+    in.journal = (struct observed_journal){.last_seq = 1, .turn = 0, .messages = 1,
+                                           .intent_pending = true, .updated_at = in.now - 20};
+    in.job = (struct observed_job){.exists = true, .turn = 1, .failed = true,
+                                   .failed_reason = "PodFailurePolicy",
+                                   .failed_message = "Container runner failed with exit code 78",
+                                   .failed_pods = 1, .last_exit_code = 78,
+                                   .last_message = "ConfigError: TERN_ETCD_ENDPOINTS: bad URL"};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *a = find(&o, RA_JOURNAL_APPEND, "turn_finished");
+    ASSERT_NOT_NULL(a);
+    ASSERT_EQ_INT(a->turn, 1);
+    ASSERT_EQ_STR(a->key, "turn/1/job-ended");
+    ASSERT_EQ_STR(json_get(a->data, "reason")->valuestring, "RunnerConfigError");
+    ASSERT_CONTAINS(json_get(a->data, "message")->valuestring, "before its turn started");
+    ASSERT_CONTAINS(json_get(a->data, "message")->valuestring,
+                    "exited 78: ConfigError: TERN_ETCD_ENDPOINTS: bad URL");
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
+    reconcile_output_done(&o);
+
+    /* and so for a later turn whose Job never started it */
+    in.journal = (struct observed_journal){.last_seq = 9, .turn = 2, .messages = 2,
+                                           .outcome = "completed", .intent_pending = true,
+                                           .updated_at = in.now - 20};
+    in.job.turn = 3;
+    reconcile_decide(&in, &o);
+    a = find(&o, RA_JOURNAL_APPEND, "turn_finished");
+    ASSERT_NOT_NULL(a);
+    ASSERT_EQ_INT(a->turn, 3);
+    reconcile_output_done(&o);
+    /* an older Job of a finished turn is not */
+    in.job.turn = 1;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, "turn_finished"), 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(a_job_past_its_deadline_reached_timeout_seconds)
+{
+    struct session_spec *s = spec_from(SESSION_YAML("  limits: {timeoutSeconds: 20}\n"));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 6, .turn = 1, .messages = 1,
+                                           .updated_at = in.now - 20};
+    in.job = (struct observed_job){.exists = true, .turn = 1, .failed = true,
+                                   .failed_reason = "DeadlineExceeded"};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *a = find(&o, RA_JOURNAL_APPEND, "turn_finished");
+    ASSERT_NOT_NULL(a);
+    ASSERT_EQ_STR(json_get(a->data, "outcome")->valuestring, "limit_reached");
+    ASSERT_EQ_STR(json_get(a->data, "limit")->valuestring, "timeoutSeconds");
+    ASSERT_CONTAINS(json_get(a->data, "message")->valuestring, "past the session's 20 s");
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(failing_attempts_block_the_session_with_the_runners_words)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 4, .turn = 1, .messages = 1,
+                                           .updated_at = in.now - 30};
+    char hash[17];
+    ready_sandbox(&in, s, hash);
+    in.job = (struct observed_job){
+        .exists = true, .turn = 1, .failed_pods = 2, .last_exit_code = 75,
+        .last_message = "ModelUnreachable: model http://127.0.0.1:9/v1: Couldn't connect to server",
+        .last_failed_at = in.now - 2};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Blocked");
+    ASSERT_EQ_STR(status_str(&o, "reason"), "ModelUnreachable");
+    ASSERT_CONTAINS(status_str(&o, "message"), "attempt 2 of 5 failed (exit 75)");
+    ASSERT_CONTAINS(status_str(&o, "message"), "Couldn't connect to server");
+    ASSERT_EQ_STR(cond_field(&o, "TurnRunning", "reason"), "Retrying");
+    ASSERT_EQ_STR(cond_field(&o, "Ready", "reason"), "ModelUnreachable");
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "ModelUnreachable"), 1);
+    ASSERT_EQ_STR(o.signals.model_error, "unreachable");
+    /* steady: no second Warning for the same attempt */
+    struct reconcile_input again = in;
+    again.status = o.status;
+    struct reconcile_output o2;
+    reconcile_decide(&again, &o2);
+    ASSERT_EQ_INT(count(&o2, RA_EVENT, NULL), 0);
+    ASSERT_NULL(o2.signals.model_error);
+    reconcile_output_done(&o2);
+    /* the next attempt journals again: running */
+    again.journal.updated_at = in.now;
+    again.now = in.now + 1;
+    reconcile_decide(&again, &o2);
+    ASSERT_EQ_STR(o2.phase, "Running");
+    ASSERT_EQ_STR(status_str(&o2, "reason"), "(absent)");
+    reconcile_output_done(&o2);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(missing_references_block_before_children_are_created)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 1, .messages = 1, .intent_pending = true,
+                                           .updated_at = in.now};
+    char hash[17];
+    ready_sandbox(&in, s, hash);
+    struct reconcile_output o;
+    /* first without the check: the decision asks for it */
+    reconcile_decide(&in, &o);
+    ASSERT_TRUE(o.wants_refs);
+    reconcile_output_done(&o);
+    in.refs_checked = true;
+    in.runner_refs = (struct observed_blocker){
+        "SecretNotFound", "Secret \"openai\" (spec.model.apiKeySecretRef) not found in "
+                          "namespace ns"};
+    reconcile_decide(&in, &o);
+    ASSERT_FALSE(o.wants_refs);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
+    ASSERT_EQ_STR(o.phase, "Blocked");
+    ASSERT_EQ_STR(status_str(&o, "reason"), "SecretNotFound");
+    ASSERT_CONTAINS(status_str(&o, "message"), "Secret \"openai\"");
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "SecretNotFound"), 1);
+    ASSERT_EQ_INT(o.requeue_after, 10); /* the Secret is not watched */
+    ASSERT_EQ_STR(cond_status(&o, "Ready"), "False");
+    /* while the sandbox starts (nothing to create), the reference is
+     * looked at again, so the session stays Blocked instead of flapping */
+    struct reconcile_input later = in;
+    later.status = o.status;
+    later.refs_checked = false;
+    later.runner_refs = (struct observed_blocker){0};
+    later.pod.ready = false;
+    struct reconcile_output o3;
+    reconcile_decide(&later, &o3);
+    ASSERT_TRUE(o3.wants_refs);
+    reconcile_output_done(&o3);
+    reconcile_output_done(&o);
+
+    /* a missing ConfigMap: the sandbox pod is not created */
+    in.runner_refs = (struct observed_blocker){0};
+    in.pod = (struct observed_pod){0};
+    in.sandbox_refs = (struct observed_blocker){
+        "ConfigMapNotFound", "ConfigMap \"pr-42\" (spec.context.files[0]) not found"};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 0);
+    ASSERT_EQ_STR(o.phase, "Blocked");
+    ASSERT_EQ_STR(cond_field(&o, "SandboxReady", "reason"), "ConfigMapNotFound");
+    reconcile_output_done(&o);
+    /* created meanwhile: on */
+    in.sandbox_refs = (struct observed_blocker){0};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 1);
+    ASSERT_TRUE(strcmp(o.phase, "Blocked") != 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(pod_waiting_reasons_and_unschedulable_are_told)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 1, .messages = 1, .intent_pending = true,
+                                           .updated_at = in.now};
+    char hash[17];
+    static const struct {
+        const char *reason, *message, *unsched, *want;
+    } cases[] = {
+        {"CreateContainerConfigError", "secret \"x\" not found", NULL, "CreateContainerConfigError"},
+        {"ImagePullBackOff", "Back-off pulling image \"bad\"", NULL, "ImagePullBackOff"},
+        {"ErrImagePull", "manifest unknown", NULL, "ErrImagePull"},
+        {"InvalidImageName", "couldn't parse image name", NULL, "InvalidImageName"},
+        {"CrashLoopBackOff", "back-off 10s", NULL, "CrashLoopBackOff"},
+        {NULL, NULL, "0/1 nodes are available: 1 Insufficient cpu.", "Unschedulable"},
+        {"ContainerCreating", NULL, NULL, NULL}, /* waits normally */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        in.pod = (struct observed_pod){.exists = true, .phase = "Pending",
+                                       .sandbox_hash = children_sandbox_hash(s, &cfg, hash),
+                                       .waiting_reason = cases[i].reason,
+                                       .waiting_message = cases[i].message,
+                                       .unschedulable = cases[i].unsched};
+        struct reconcile_output o;
+        reconcile_decide(&in, &o);
+        if (cases[i].want) {
+            ASSERT_EQ_STR(o.phase, "Blocked");
+            ASSERT_EQ_STR(status_str(&o, "reason"), cases[i].want);
+            ASSERT_CONTAINS(status_str(&o, "message"), "sandbox pod s1-sandbox");
+            ASSERT_CONTAINS(status_str(&o, "message"),
+                            cases[i].message ? cases[i].message : cases[i].unsched);
+            ASSERT_EQ_INT(count(&o, RA_EVENT, cases[i].want), 1);
+            ASSERT_EQ_STR(cond_field(&o, "SandboxReady", "reason"), cases[i].want);
+        } else {
+            ASSERT_EQ_STR(o.phase, "Provisioning");
+        }
+        reconcile_output_done(&o);
+    }
+    /* the runner pod of an active turn */
+    ready_sandbox(&in, s, hash);
+    in.job = (struct observed_job){.exists = true, .turn = 1,
+                                   .pod_waiting_reason = "CreateContainerConfigError",
+                                   .pod_waiting_message = "secret \"openai\" not found"};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Blocked");
+    ASSERT_CONTAINS(status_str(&o, "message"), "turn 1's runner pod: CreateContainerConfigError");
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+/* A real scheduler says Unschedulable while a claim is being provisioned
+ * and bound; that is no block until it has lasted the grace period. */
+TEST(a_young_unschedulable_pod_is_not_blocked_yet)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 1, .messages = 1, .intent_pending = true,
+                                           .updated_at = in.now};
+    char hash[17];
+    in.pod = (struct observed_pod){
+        .exists = true,
+        .phase = "Pending",
+        .sandbox_hash = children_sandbox_hash(s, &cfg, hash),
+        .unschedulable = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+        .unschedulable_since = in.now - 5};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Provisioning");
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "Unschedulable"), 0);
+    ASSERT_TRUE(o.requeue_after > 0 && o.requeue_after <= RECONCILE_UNSCHEDULABLE_GRACE - 5);
+    reconcile_output_done(&o);
+    in.pod.unschedulable_since = in.now - RECONCILE_UNSCHEDULABLE_GRACE;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Blocked");
+    ASSERT_EQ_STR(status_str(&o, "reason"), "Unschedulable");
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(fork_into_a_taken_name_is_refused)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 12, .turn = 1, .messages = 1,
+                                           .outcome = "completed", .updated_at = in.now};
+    in.job = (struct observed_job){.exists = true, .turn = 1, .complete = true};
+    in.ann_fork = "other";
+    in.fork_target_exists = true;
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "tern.dev/v1alpha1/agentsessions"), 0);
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, NULL), 0);
+    ASSERT_CONTAINS(find(&o, RA_EVENT, "ForkRejected")->note, "agentsession other already exists");
+    ASSERT_EQ_STR(cond_status(&o, "ForkRejected"), "True");
+    ASSERT_EQ_STR(cond_field(&o, "ForkRejected", "reason"), "NameInUse");
+    ASSERT_EQ_STR(find(&o, RA_REMOVE_ANNOTATIONS, NULL)->keys[0], RECONCILE_ANN_FORK);
+    ASSERT_NULL(json_get(o.status, "forks"));
+    /* a later fork that works clears the condition */
+    in.status = o.status;
+    in.ann_fork = "fresh";
+    in.fork_target_exists = false;
+    struct reconcile_output o2;
+    reconcile_decide(&in, &o2);
+    ASSERT_EQ_INT(count(&o2, RA_CREATE, "tern.dev/v1alpha1/agentsessions"), 1);
+    ASSERT_EQ_STR(cond_status(&o2, "ForkRejected"), "False");
+    reconcile_output_done(&o2);
+    /* our own child from an interrupted fork is taken as is */
+    in.ann_fork = "mine";
+    in.fork_target_exists = true;
+    in.fork_target_ours = true;
+    reconcile_decide(&in, &o2);
+    ASSERT_EQ_INT(count(&o2, RA_CREATE, "tern.dev/v1alpha1/agentsessions"), 1);
+    ASSERT_EQ_INT(count(&o2, RA_EVENT, "ForkRejected"), 0);
+    reconcile_output_done(&o2);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(fork_while_an_approval_waits_and_of_a_failed_session)
+{
+    struct session_spec *s =
+        spec_from(SESSION_YAML("  approval: {timeoutSeconds: 3600, onTimeout: Deny}\n"));
+    struct reconcile_input in = base_input(s);
+    waiting_for(&in, "ap-1");
+    in.ann_fork = "alt";
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *c = find(&o, RA_CREATE, "tern.dev/v1alpha1/agentsessions");
+    ASSERT_NOT_NULL(c);
+    int64_t at = 0;
+    ASSERT_OK(json_get_int64(json_get(json_get(c->object, "spec"), "forkFrom"), "", "atSeq",
+                             JSON_REQUIRED, &at, NULL));
+    ASSERT_EQ_INT(at, 9);
+    ASSERT_EQ_STR(o.phase, "WaitingForApproval");
+    ASSERT_TRUE(o.requeue_after > 0); /* the timeout still counts */
+    reconcile_output_done(&o);
+    session_spec_free(s);
+
+    /* a failed session forks at its last good point */
+    s = spec_from(SESSION_YAML("  limits: {maxTokens: 1500}\n"));
+    in = base_input(s);
+    at_token_limit(&in);
+    in.ann_fork = "alt";
+    reconcile_decide(&in, &o);
+    c = find(&o, RA_CREATE, "tern.dev/v1alpha1/agentsessions");
+    ASSERT_NOT_NULL(c);
+    ASSERT_OK(json_get_int64(json_get(json_get(c->object, "spec"), "forkFrom"), "", "atSeq",
+                             JSON_REQUIRED, &at, NULL));
+    ASSERT_EQ_INT(at, 18);
+    ASSERT_CONTAINS(find(&o, RA_EVENT, "ForkCreated")->note, "last good point");
+    reconcile_output_done(&o);
+    /* the failed parent serves its workspace while the fork copies it */
+    in.ann_fork = NULL;
+    in.forks_copying = 1;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 1);
+    ASSERT_EQ_STR(o.phase, "Failed");
+    reconcile_output_done(&o);
+    char hash[17];
+    ready_sandbox(&in, s, hash);
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 0);
+    ASSERT_TRUE(cJSON_IsTrue(json_get(json_get(o.status, "sandbox"), "ready")));
+    reconcile_output_done(&o);
+    in.forks_copying = 0; /* copied: the ended session's pod goes */
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 1);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(suspending_a_finished_session_keeps_it_completed)
+{
+    struct session_spec *s = spec_from(SESSION_YAML("  suspend: true\n"));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 12, .turn = 1, .messages = 1,
+                                           .outcome = "completed", .updated_at = in.now,
+                                           .result_summary = "it works"};
+    in.job = (struct observed_job){.exists = true, .turn = 1, .complete = true};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Succeeded");
+    ASSERT_EQ_STR(cond_status(&o, "Completed"), "True");
+    reconcile_output_done(&o);
+    /* suspended with a message waiting: Suspended, not Completed */
+    in.journal.intent_pending = true;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Suspended");
+    ASSERT_EQ_STR(cond_status(&o, "Completed"), "False");
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(a_cost_limit_needs_a_price)
+{
+    struct session_spec *s =
+        spec_from(SESSION_YAML("  limits: {maxCostMicroUSD: 1}\n  model: {name: mystery-1}\n"));
+    struct reconcile_input in = base_input(s);
+    in.price_table = "ConfigMap tern-system/tern-prices";
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Failed");
+    ASSERT_EQ_STR(o.reason, "InvalidSpec");
+    ASSERT_CONTAINS(status_str(&o, "message"),
+                    "model \"mystery-1\" has no price in the price table (ConfigMap "
+                    "tern-system/tern-prices)");
+    ASSERT_EQ_INT(count(&o, RA_CREATE, NULL), 0);
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "InvalidSpec"), 1);
+    reconcile_output_done(&o);
+    in.price_table = NULL;
+    reconcile_decide(&in, &o);
+    ASSERT_CONTAINS(status_str(&o, "message"), "no price table");
+    reconcile_output_done(&o);
+    /* priced: the Job carries it */
+    in.price_table = "ConfigMap tern-system/tern-prices";
+    in.price_json = "{\"prices\":{\"mystery-1\":{\"input\":1,\"output\":2}}}";
+    in.journal = (struct observed_journal){.last_seq = 1, .messages = 1, .intent_pending = true,
+                                           .updated_at = in.now};
+    char hash[17];
+    ready_sandbox(&in, s, hash);
+    in.refs_checked = true;
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *job = find(&o, RA_CREATE, "batch/v1/jobs");
+    ASSERT_NOT_NULL(job);
+    char *txt = json_print(job->object);
+    ASSERT_CONTAINS(txt, "TERN_PRICES_FILE");
+    free(txt);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(signals_for_metrics)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.created_at = (double)in.now - 30;
+    in.journal = (struct observed_journal){.last_seq = 4, .turn = 1, .messages = 1,
+                                           .updated_at = in.now,
+                                           .first_request = "2026-11-30T00:00:00Z",
+                                           .first_request_at = (double)in.now - 26.5};
+    in.job = (struct observed_job){.exists = true, .turn = 1};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_TRUE(o.signals.first_request_latency > 3.4 && o.signals.first_request_latency < 3.6);
+    ASSERT_EQ_STR(status_str(&o, "firstModelRequestTime"), "2026-11-30T00:00:00Z");
+    struct reconcile_input again = in;
+    again.status = o.status;
+    struct reconcile_output o2;
+    reconcile_decide(&again, &o2);
+    ASSERT_TRUE(o2.signals.first_request_latency < 0); /* once */
+    reconcile_output_done(&o2);
+    reconcile_output_done(&o);
+    /* an approval decided after 10 s */
+    waiting_for(&in, "ap-1");
+    in.ann_approve = "ap-1";
+    reconcile_decide(&in, &o);
+    ASSERT_TRUE(o.signals.approval_wait > 9.9 && o.signals.approval_wait < 10.1);
     reconcile_output_done(&o);
     session_spec_free(s);
 }

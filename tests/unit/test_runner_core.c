@@ -9,6 +9,7 @@
 #include "runner/prompt.h"
 #include "runner/replay.h"
 #include "runner/sbx.h"
+#include "runner/testhook.h"
 #include "base/limits.h"
 
 #include <stdio.h>
@@ -309,7 +310,8 @@ TEST(malformed_responses_give_up_after_three)
     struct plan p;
     ASSERT_EQ_INT(next(&f, &p), PLAN_FINISH);
     ASSERT_EQ_STR(p.outcome, "error");
-    ASSERT_CONTAINS(p.reason, "malformed 3 times");
+    ASSERT_EQ_STR(p.reason, "malformed_output");
+    ASSERT_CONTAINS(p.message, "malformed 3 times in a row (last: choices: missing)");
     plan_done(&p);
     ASSERT_EQ_INT(f.s.conv.n, 0);
     ASSERT_EQ_INT(f.s.model_turns, 3);
@@ -319,6 +321,151 @@ TEST(malformed_responses_give_up_after_three)
     ev(&f, "model_response", 1, "{\"kind\":\"refusal\",\"refusal\":\"I can't\"}");
     ASSERT_EQ_INT(next(&f, &p), PLAN_FINISH);
     ASSERT_EQ_STR(p.outcome, "refused");
+    ASSERT_EQ_STR(p.reason, "refusal");
+    ASSERT_EQ_STR(p.message, "the model refused: I can't");
+    plan_done(&p);
+    replay_state_done(&f.s);
+}
+
+TEST(malformed_count_starts_afresh_in_a_new_turn)
+{
+    struct fx f;
+    fx_init(&f, 1);
+    ev(&f, "turn_started", 1, "{}");
+    for (int i = 0; i < 3; i++)
+        ev(&f, "model_response", 1, "{\"kind\":\"malformed\",\"problem\":\"x\"}");
+    ev(&f, "turn_finished", 1, "{\"outcome\":\"error\",\"reason\":\"malformed_output\"}");
+    /* a retry: the next turn asks the model again instead of giving up */
+    f.in.turn = 2;
+    EXPECT(&f, PLAN_START_TURN);
+    ev(&f, "retry", 1, "{\"reason\":\"Retry\"}");
+    ev(&f, "turn_started", 2, "{}");
+    EXPECT(&f, PLAN_MODEL_REQUEST);
+    replay_state_done(&f.s);
+}
+
+TEST(limit_end_names_the_limit_and_the_numbers)
+{
+    struct fx f;
+    fx_init(&f, 1);
+    f.pc.limits.max_tokens = 1500;
+    ev(&f, "turn_started", 1, "{}");
+    ev(&f, "model_response", 1,
+       "{\"kind\":\"ok\",\"content\":\"thinking\",\"toolCalls\":[{\"id\":\"c\",\"name\":"
+       "\"list_files\",\"arguments\":\"{\\\"path\\\":\\\".\\\"}\",\"status\":\"ok\"}],"
+       "\"usage\":{\"prompt_tokens\":1600,\"completion_tokens\":86}}");
+    struct plan p;
+    ASSERT_EQ_INT(next(&f, &p), PLAN_LIMIT);
+    ASSERT_EQ_INT(p.limit, POLICY_LIMIT_TOKENS);
+    ASSERT_EQ_INT(p.limit_used, 1686);
+    ASSERT_EQ_INT(p.limit_max, 1500);
+    plan_done(&p);
+    ev(&f, "limit_reached", 1, "{\"limit\":\"maxTokens\",\"used\":1686,\"max\":1500}");
+    ASSERT_EQ_INT(next(&f, &p), PLAN_FINISH);
+    ASSERT_EQ_STR(p.outcome, "limit_reached");
+    ASSERT_EQ_STR(p.reason, "maxTokens");
+    ASSERT_EQ_STR(p.message, "maxTokens: used 1686 of 1500");
+    ASSERT_EQ_INT(p.limit_used, 1686);
+    ASSERT_EQ_INT(p.limit_max, 1500);
+    plan_done(&p);
+    /* the session's wall time is told in seconds */
+    char *m = plan_limit_message("timeoutSeconds", 3602500, 3600000);
+    ASSERT_EQ_STR(m, "timeoutSeconds: 3602 s elapsed of 3600 s");
+    free(m);
+    /* a later turn (the limit raised) starts without the old report */
+    f.in.turn = 2;
+    ev(&f, "turn_finished", 1, "{\"outcome\":\"limit_reached\"}");
+    ev(&f, "retry", 1, "{}");
+    ev(&f, "turn_started", 2, "{}");
+    ASSERT_FALSE(f.s.limit_reported);
+    ASSERT_NULL(f.s.limit_name);
+    f.pc.limits.max_tokens = 3000;
+    EXPECT(&f, PLAN_TOOL_START);
+    replay_state_done(&f.s);
+}
+
+TEST(tool_calls_get_at_most_the_session_time_left)
+{
+    struct fx f;
+    fx_init(&f, 1);
+    f.pc.limits.timeout_ms = 20000;
+    f.pc.exec_max_timeout_ms = 3600000;
+    ev(&f, "turn_started", 1, "{}");
+    int64_t t0 = f.s.first_time_ms;
+    ev(&f, "model_response", 1,
+       "{\"kind\":\"ok\",\"toolCalls\":[{\"id\":\"c\",\"name\":\"exec_command\","
+       "\"arguments\":\"{\\\"cmd\\\":\\\"sleep 600\\\",\\\"timeoutMs\\\":600000}\","
+       "\"status\":\"ok\"}]}");
+    f.in.now_ms = t0 + 5000;
+    struct plan p;
+    ASSERT_EQ_INT(next(&f, &p), PLAN_TOOL_START);
+    ASSERT_EQ_INT(p.decision.timeout_ms, 15000);
+    plan_done(&p);
+    /* resumed after a crash with 400 ms left: at least a second */
+    ev(&f, "tool_call", 1, "{\"callId\":\"c\"}");
+    f.in.now_ms = t0 + 19600;
+    ASSERT_EQ_INT(next(&f, &p), PLAN_TOOL_EXECUTE);
+    ASSERT_EQ_INT(p.decision.timeout_ms, 1000);
+    plan_done(&p);
+    /* it timed out: the next step reports the session limit */
+    ev(&f, "tool_result", 1, "{\"callId\":\"c\",\"status\":\"timeout\",\"output\":\"x\"}");
+    f.in.now_ms = t0 + 20001;
+    ASSERT_EQ_INT(next(&f, &p), PLAN_LIMIT);
+    ASSERT_EQ_INT(p.limit, POLICY_LIMIT_TIME);
+    plan_done(&p);
+    replay_state_done(&f.s);
+}
+
+TEST(denial_tells_the_model_the_approvers_reason)
+{
+    struct fx f;
+    fx_init(&f, 1);
+    char id[20];
+    to_approval(&f, id);
+    char *d = xasprintf("{\"id\":\"%s\",\"decision\":\"denied\",\"reason\":\"not on "
+                        "Fridays\"}", id);
+    ev(&f, "approval_decided", 1, d);
+    free(d);
+    ev(&f, "turn_started", 2, "{}");
+    struct plan p;
+    ASSERT_EQ_INT(next(&f, &p), PLAN_TOOL_REFUSE);
+    ASSERT_EQ_STR(p.status, "denied");
+    ASSERT_CONTAINS(p.output, "did not approve");
+    ASSERT_CONTAINS(p.output, "Their reason: not on Fridays");
+    plan_done(&p);
+    replay_state_done(&f.s);
+
+    /* bounded: a huge reason is cut */
+    fx_init(&f, 1);
+    to_approval(&f, id);
+    char *big = xmalloc(5000);
+    memset(big, 'r', 4999);
+    big[4999] = 0;
+    d = xasprintf("{\"id\":\"%s\",\"decision\":\"denied\",\"reason\":\"%s\"}", id, big);
+    ev(&f, "approval_decided", 1, d);
+    free(d);
+    free(big);
+    ev(&f, "turn_started", 2, "{}");
+    ASSERT_EQ_INT(next(&f, &p), PLAN_TOOL_REFUSE);
+    ASSERT_TRUE(strlen(p.output) < TERN_APPROVAL_MAX_REASON + 200);
+    plan_done(&p);
+    replay_state_done(&f.s);
+}
+
+TEST(a_fork_waits_with_the_approval_id_it_inherited)
+{
+    /* the journal was copied from the parent: its approval id was derived
+     * from the parent's uid, and that is the id decisions name */
+    struct fx f;
+    fx_init(&f, 1);
+    f.in.uid = "uid-child";
+    ev(&f, "turn_started", 1, "{}");
+    ev(&f, "model_response", 1, CALL_PUSH);
+    ev(&f, "approval_requested", 1,
+       "{\"id\":\"ap-parentid0000000\",\"callId\":\"call_p\",\"tool\":\"exec_command\"}");
+    struct plan p;
+    ASSERT_EQ_INT(next(&f, &p), PLAN_WAIT_APPROVAL);
+    ASSERT_EQ_STR(p.approval_id, "ap-parentid0000000");
     plan_done(&p);
     replay_state_done(&f.s);
 }
@@ -384,6 +531,11 @@ TEST(prompt_contents)
     ASSERT_CONTAINS(sys, "## Memory (simple.md)\nUse tabs.\n");
     ASSERT_CONTAINS(sys, "- skills/git/SKILL.md");
     ASSERT_CONTAINS(sys, "## Context\ndiff in input/\n");
+    /* what it says of task.md is what the operator writes there
+     * (children_task_configmap: objective, context, references; the
+     * follow-up messages reach the model as user messages only) */
+    ASSERT_CONTAINS(sys, "task.md     read-only: the objective, context and references");
+    ASSERT_CONTAINS(sys, "follow-up messages come in this conversation, not in task.md");
     free(sys);
     char *u = prompt_first_user(&in);
     ASSERT_EQ_STR(u, "Review PR 42");
@@ -431,6 +583,29 @@ TEST(sandbox_results_render_as_tool_messages)
     o = render(POLICY_EXEC, 200, "{\"status\":\"interrupted\"}", &st);
     ASSERT_CONTAINS(o, "not re-run");
     ASSERT_EQ_STR(st, "interrupted");
+    free(o);
+    /* a write cut off by a sandbox restart is not reported as written */
+    struct sbx_result wr = {.tool = POLICY_WRITE, .http_status = 200,
+                            .body = "{\"status\":\"interrupted\",\"replayed\":true}",
+                            .replayed = true};
+    wr.body_len = strlen(wr.body);
+    o = sbx_render(&wr, &st);
+    ASSERT_EQ_STR(st, "interrupted");
+    ASSERT_CONTAINS(o, "interrupted");
+    ASSERT_TRUE(strstr(o, "ok: written") == NULL);
+    free(o);
+    wr.body = "{\"status\":\"completed\",\"path\":\"output/a\",\"size\":3,\"replayed\":true}";
+    wr.body_len = strlen(wr.body);
+    o = sbx_render(&wr, &st);
+    ASSERT_EQ_STR(o, "ok: written (recorded earlier)");
+    ASSERT_EQ_STR(st, "completed");
+    free(o);
+    o = render(POLICY_WRITE, 200, "{\"status\":\"completed\",\"path\":\"a\",\"size\":1}", &st);
+    ASSERT_EQ_STR(o, "ok: written");
+    ASSERT_EQ_STR(st, "completed");
+    free(o);
+    o = render(POLICY_WRITE, 200, "{\"status\":\"what\"}", &st);
+    ASSERT_EQ_STR(st, "error");
     free(o);
     o = render(POLICY_WRITE, 403,
                "{\"error\":{\"code\":\"read_only\",\"message\":\"input/ is read-only\"}}", &st);
@@ -563,4 +738,17 @@ TEST(spec_and_config)
     fe.kv = kv4;
     ASSERT_EQ_INT(runner_config_load(fake_getenv, &fe, &c, &e), TERN_EINVALID);
     ASSERT_CONTAINS(e.msg, "TERN_TURN");
+}
+
+TEST(test_hooks_are_inert_unless_named)
+{
+    ASSERT_EQ_INT(testhook_match(NULL, "upload"), TESTHOOK_NONE);
+    ASSERT_EQ_INT(testhook_match("", "upload"), TESTHOOK_NONE);
+    ASSERT_EQ_INT(testhook_match("upload", "upload"), TESTHOOK_KILL);
+    ASSERT_EQ_INT(testhook_match("upload:kill", "upload"), TESTHOOK_KILL);
+    ASSERT_EQ_INT(testhook_match("tool_call,upload:stop", "upload"), TESTHOOK_STOP);
+    ASSERT_EQ_INT(testhook_match("uploads:stop", "upload"), TESTHOOK_NONE);
+    ASSERT_EQ_INT(testhook_match("upload:nap", "upload"), TESTHOOK_NONE);
+    ASSERT_EQ_INT(testhook_match("tool_call", "tool_result"), TESTHOOK_NONE);
+    ASSERT_EQ_INT(testhook_match("model_response:stop,tool_call", "tool_call"), TESTHOOK_KILL);
 }

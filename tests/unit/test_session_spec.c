@@ -12,6 +12,7 @@
 #include "yaml/yamljson.h"
 
 #include <dirent.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +112,19 @@ static char *dump(const struct session_spec *s)
     for (size_t i = 0; i < s->permissions.nnetwork; i++)
         buf_printf(&b, "network[%zu]=%s/%d\n", i, s->permissions.network[i].text,
                    s->permissions.network[i].prefix);
+    for (size_t i = 0; i < s->tools.nmcp; i++) {
+        const struct session_mcp_server *m = &s->tools.mcp[i];
+        buf_printf(&b, "mcp[%zu]=%s %s %s %lld", i, m->name, m->url,
+                   m->headers_secret ? m->headers_secret : "-", (long long)m->timeout_seconds);
+        for (size_t k = 0; k < m->nallowed; k++)
+            buf_printf(&b, " %s", m->allowed[k]);
+        buf_putc(&b, '\n');
+    }
+    for (size_t i = 0; i < s->tools.nremotes; i++) {
+        const struct session_publish_remote *r = &s->tools.remotes[i];
+        buf_printf(&b, "remote[%zu]=%s %s %s/%s %s %d\n", i, r->name, r->url, r->token_secret,
+                   r->token_key, r->username, r->bearer);
+    }
     I(limits.timeout_seconds);
     I(limits.max_model_turns);
     I(limits.max_tool_calls);
@@ -173,17 +187,19 @@ TEST(spec_approvals_and_limits_example)
     ASSERT_EQ_STR(s->namespace, "default");
     ASSERT_EQ_STR(s->service_account, "tern-runner");
     ASSERT_EQ_INT(s->permissions.napprovals, 2);
-    ASSERT_EQ_INT(s->permissions.approvals[0].tool, SESSION_TOOL_EXEC_COMMAND);
-    ASSERT_EQ_STR(s->permissions.approvals[0].glob, "git push*");
+    ASSERT_EQ_INT(s->permissions.approvals[0].tool, SESSION_TOOL_PUBLISH_BRANCH);
+    ASSERT_EQ_STR(s->permissions.approvals[0].glob, "origin/*");
     ASSERT_EQ_INT(s->permissions.approvals[1].tool, SESSION_TOOL_WRITE_FILE);
-    ASSERT_TRUE(session_spec_requires_approval(s, SESSION_TOOL_EXEC_COMMAND,
-                                               "git push origin fix/flaky-clock"));
+    ASSERT_TRUE(session_spec_requires_approval(s, SESSION_TOOL_PUBLISH_BRANCH,
+                                               "origin/fix/flaky-clock"));
     ASSERT_FALSE(session_spec_requires_approval(s, SESSION_TOOL_EXEC_COMMAND, "git status"));
-    ASSERT_FALSE(session_spec_requires_approval(s, SESSION_TOOL_READ_FILE, "git push"));
+    ASSERT_FALSE(session_spec_requires_approval(s, SESSION_TOOL_READ_FILE, "origin/x"));
     ASSERT_TRUE(session_spec_requires_approval(s, SESSION_TOOL_WRITE_FILE, "output/a/b.md"));
     ASSERT_FALSE(session_spec_requires_approval(s, SESSION_TOOL_WRITE_FILE, "working/a.md"));
     ASSERT_EQ_INT(s->permissions.nnetwork, 1);
-    ASSERT_EQ_INT(s->permissions.network[0].prefix, 20);
+    ASSERT_EQ_INT(s->permissions.network[0].prefix, 16);
+    ASSERT_EQ_INT(s->tools.nremotes, 1);
+    ASSERT_EQ_STR(s->tools.remotes[0].token_secret, "github-push");
     ASSERT_EQ_INT(s->limits.timeout_seconds, 1800);
     ASSERT_EQ_INT(s->limits.max_model_turns, 30);
     ASSERT_EQ_INT(s->limits.max_tool_calls, 120);
@@ -452,8 +468,9 @@ TEST(spec_defaults_agree_with_the_crd)
     const cJSON *schema = crd_schema(crd);
     ASSERT_NOT_NULL(schema);
     const char *files[] = {"examples/minimal.yaml", "examples/approvals-and-limits.yaml",
-                           "examples/context-skills-memory.yaml"};
-    for (size_t i = 0; i < 3; i++) {
+                           "examples/context-skills-memory.yaml", "examples/trusted-tools.yaml",
+                           "examples/demo.yaml"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         cJSON *doc = session_doc(files[i]);
         struct session_spec *plain = parse_ok(doc);
         apply_defaults(schema, doc);
@@ -487,6 +504,45 @@ static struct session_spec *spec_of(const char *json)
     struct session_spec *s = parse_ok(j);
     cJSON_Delete(j);
     return s;
+}
+
+TEST(spec_trusted_tools)
+{
+    struct session_spec *s = spec_of(
+        "{\"spec\":{\"objective\":\"x\",\"permissions\":{\"requiresApproval\":["
+        "\"publish_branch:origin/*\",\"mcp:tracker/create_*:*\\\"prod\\\"*\","
+        "\"exec_command:git push*\"]},"
+        "\"tools\":{\"mcpServers\":[{\"name\":\"tracker\",\"url\":\"https://mcp.example.com/mcp\","
+        "\"headersSecretRef\":{\"name\":\"tracker-mcp\"},\"allowedTools\":[\"search\","
+        "\"create_issue\"],\"timeoutSeconds\":30},{\"name\":\"docs\",\"url\":"
+        "\"http://127.0.0.1:9/mcp\",\"allowedTools\":[\"lookup\"]}],"
+        "\"publish\":{\"remotes\":[{\"name\":\"origin\",\"url\":\"https://git.example.com/a.git\","
+        "\"tokenSecretRef\":{\"name\":\"gh\",\"key\":\"token\"}},{\"name\":\"mirror\","
+        "\"url\":\"https://m.example.com/a.git\",\"auth\":\"Bearer\",\"username\":\"bot\","
+        "\"tokenSecretRef\":{\"name\":\"m\",\"key\":\"t\"}}]}}}}");
+    ASSERT_EQ_INT(s->tools.nmcp, 2);
+    ASSERT_EQ_STR(s->tools.mcp[0].name, "tracker");
+    ASSERT_EQ_STR(s->tools.mcp[0].headers_secret, "tracker-mcp");
+    ASSERT_EQ_INT(s->tools.mcp[0].nallowed, 2);
+    ASSERT_EQ_STR(s->tools.mcp[0].allowed[1], "create_issue");
+    ASSERT_EQ_INT(s->tools.mcp[0].timeout_seconds, 30);
+    ASSERT_NULL(s->tools.mcp[1].headers_secret);
+    ASSERT_EQ_INT(s->tools.mcp[1].timeout_seconds, SESSION_DEFAULT_MCP_TIMEOUT);
+    ASSERT_EQ_INT(s->tools.nremotes, 2);
+    ASSERT_EQ_STR(s->tools.remotes[0].username, SESSION_DEFAULT_PUBLISH_USERNAME);
+    ASSERT_FALSE(s->tools.remotes[0].bearer);
+    ASSERT_EQ_STR(s->tools.remotes[1].username, "bot");
+    ASSERT_TRUE(s->tools.remotes[1].bearer);
+    ASSERT_EQ_INT(s->permissions.napprovals, 3);
+    ASSERT_EQ_INT(s->permissions.approvals[0].tool, SESSION_TOOL_PUBLISH_BRANCH);
+    ASSERT_EQ_STR(s->permissions.approvals[0].glob, "origin/*");
+    ASSERT_EQ_INT(s->permissions.approvals[1].tool, SESSION_TOOL_MCP);
+    ASSERT_EQ_STR(s->permissions.approvals[1].glob, "tracker/create_*:*\"prod\"*");
+    ASSERT_EQ_STR(session_tool_name(SESSION_TOOL_MCP), "mcp");
+    ASSERT_EQ_STR(session_tool_name(SESSION_TOOL_PUBLISH_BRANCH), "publish_branch");
+    /* neither is a name of permissions.tools */
+    ASSERT_EQ_INT(session_tool_from_name("publish_branch"), 0);
+    session_spec_free(s);
 }
 
 TEST(spec_update_rules)
@@ -538,6 +594,119 @@ TEST(spec_cidrs)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         if (session_cidr_parse(bad[i], &c) != -EINVAL)
             th_fail(__FILE__, __LINE__, "CIDR \"%s\" accepted", bad[i]);
+}
+
+TEST(spec_hosts)
+{
+    static const struct {
+        const char *text, *name;
+        bool wildcard;
+        int port;
+    } ok[] = {
+        {"pypi.org", "pypi.org", false, 0},
+        {"*.githubusercontent.com", "githubusercontent.com", true, 0},
+        {"example.com:8443", "example.com", false, 8443},
+        {"*.a-b.example.io:1", "a-b.example.io", true, 1},
+        {"x1.y2.z3.co:65535", "x1.y2.z3.co", false, 65535},
+        {"xn--bcher-kva.example", "xn--bcher-kva.example", false, 0},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        struct session_host h;
+        const char *why = NULL;
+        if (session_host_parse(ok[i].text, &h, &why) != 0)
+            th_fail(__FILE__, __LINE__, "\"%s\" refused: %s", ok[i].text, why);
+        ASSERT_EQ_STR(h.name, ok[i].name);
+        ASSERT_EQ_INT(h.wildcard, ok[i].wildcard);
+        ASSERT_EQ_INT(h.port, ok[i].port);
+        free(h.name);
+    }
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"localhost", "at least two labels"},
+        {"Pypi.org", "lower case"},
+        {"a.*.org", "wildcard"},
+        {"*", "wildcard"},
+        {"*.", "empty"},
+        {"**.org", "wildcard"},
+        {"pypi.org:", "port"},
+        {"pypi.org:0", "port"},
+        {"pypi.org:08", "port"},
+        {"pypi.org:65536", "port"},
+        {"pypi.org:+80", "port"},
+        {"pypi.org:80:80", "port"},
+        {"-a.org", "label"},
+        {"a-.org", "label"},
+        {"a..org", "label"},
+        {"a.org.", "label"},
+        {".a.org", "label"},
+        {"a_b.org", "label"},
+        {"example.1com", "last label"},
+        {":80", "empty"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        struct session_host h;
+        const char *why = NULL;
+        if (session_host_parse(bad[i].text, &h, &why) == 0)
+            th_fail(__FILE__, __LINE__, "\"%s\" accepted", bad[i].text);
+        ASSERT_NOT_NULL(why);
+        ASSERT_CONTAINS(why, bad[i].why);
+    }
+    struct session_host e = {.name = "pypi.org"}, w = {.name = "example.com", .wildcard = true},
+                        p = {.name = "example.com", .port = 8443};
+    ASSERT_TRUE(session_host_match(&e, "pypi.org", 443));
+    ASSERT_TRUE(session_host_match(&e, "pypi.org", 80));
+    ASSERT_FALSE(session_host_match(&e, "pypi.org", 8080));
+    ASSERT_FALSE(session_host_match(&e, "files.pypi.org", 443));
+    ASSERT_FALSE(session_host_match(&e, "pypi.org.evil.com", 443));
+    ASSERT_FALSE(session_host_match(&e, "xpypi.org", 443));
+    ASSERT_TRUE(session_host_match(&w, "a.example.com", 443));
+    ASSERT_TRUE(session_host_match(&w, "a.b.example.com", 80));
+    ASSERT_FALSE(session_host_match(&w, "example.com", 443));
+    ASSERT_FALSE(session_host_match(&w, "badexample.com", 443));
+    ASSERT_FALSE(session_host_match(&w, ".example.com", 443));
+    ASSERT_TRUE(session_host_match(&p, "example.com", 8443));
+    ASSERT_FALSE(session_host_match(&p, "example.com", 443));
+}
+
+TEST(spec_allowlist_mixes_cidrs_and_hosts)
+{
+    const char *text =
+        "{\"spec\":{\"objective\":\"x\",\"permissions\":{\"networkAllowlist\":"
+        "[\"10.0.0.0/8\",\"pypi.org\",\"fd00::/8\",\"*.githubusercontent.com:443\"]}}}";
+    cJSON *doc = NULL;
+    ASSERT_OK(json_parse(text, strlen(text), &doc, NULL));
+    struct session_spec *s = NULL;
+    struct tern_err e = {0};
+    ASSERT_OK(session_spec_parse(doc, &s, &e));
+    cJSON_Delete(doc);
+    ASSERT_EQ_INT(s->permissions.nnetwork, 2);
+    ASSERT_EQ_STR(s->permissions.network[0].text, "10.0.0.0/8");
+    ASSERT_EQ_STR(s->permissions.network[1].text, "fd00::/8");
+    ASSERT_EQ_INT(s->permissions.nhosts, 2);
+    ASSERT_EQ_STR(s->permissions.hosts[0].text, "pypi.org");
+    ASSERT_EQ_STR(s->permissions.hosts[1].name, "githubusercontent.com");
+    ASSERT_EQ_INT(s->permissions.hosts[1].port, 443);
+    uint8_t in[4] = {10, 200, 1, 2}, out[4] = {11, 0, 0, 1};
+    ASSERT_TRUE(session_cidr_contains(&s->permissions.network[0], AF_INET, in));
+    ASSERT_FALSE(session_cidr_contains(&s->permissions.network[0], AF_INET, out));
+    ASSERT_FALSE(session_cidr_contains(&s->permissions.network[1], AF_INET, in));
+    session_spec_free(s);
+}
+
+TEST(spec_cidr_contains_prefix_bits)
+{
+    struct session_cidr c;
+    ASSERT_OK(session_cidr_parse("172.16.0.0/12", &c));
+    uint8_t a[4] = {172, 31, 255, 255}, b[4] = {172, 32, 0, 0};
+    ASSERT_TRUE(session_cidr_contains(&c, AF_INET, a));
+    ASSERT_FALSE(session_cidr_contains(&c, AF_INET, b));
+    ASSERT_OK(session_cidr_parse("0.0.0.0/0", &c));
+    ASSERT_TRUE(session_cidr_contains(&c, AF_INET, b));
+    ASSERT_OK(session_cidr_parse("fe80::/10", &c));
+    uint8_t v6[16] = {0xfe, 0xbf}, v6o[16] = {0xfe, 0xc0};
+    ASSERT_TRUE(session_cidr_contains(&c, AF_INET6, v6));
+    ASSERT_FALSE(session_cidr_contains(&c, AF_INET6, v6o));
 }
 
 TEST(spec_quantities)

@@ -3,6 +3,7 @@
  *   kubectl tern approve SESSION [ID] [--reason TEXT] [--as-user NAME]
  *   kubectl tern deny SESSION [ID] [--reason TEXT] [--as-user NAME]
  *   kubectl tern say SESSION MESSAGE
+ *   kubectl tern retry SESSION
  *   kubectl tern fork SESSION NEW-NAME
  *   kubectl tern suspend SESSION | resume SESSION
  *   kubectl tern get SESSION
@@ -59,6 +60,9 @@ static const char usage_text[] =
     "  approve SESSION [ID]    approve the pending tool call (ID defaults to the pending one)\n"
     "  deny SESSION [ID]       deny it; --reason TEXT is recorded in the journal\n"
     "  say SESSION MESSAGE     append a user message (spec.messages); it becomes a turn\n"
+    "                          (refused, saying why, when it would not be processed)\n"
+    "  retry SESSION           continue a Failed session with a new turn from the journal\n"
+    "                          (transient failures; a limit is raised in spec.limits)\n"
     "  fork SESSION NEW-NAME   fork conversation and workspace at the next turn boundary\n"
     "  suspend SESSION         remove the sandbox pod, keep workspace and journal\n"
     "  resume SESSION          undo suspend\n"
@@ -224,15 +228,21 @@ static int cmd_decide(struct cli *c, bool approve)
         return 1;
     const char *pending = str_at(json_get(s, "status"), "pendingApproval", "id");
     const char *id = c->nargs > 1 ? c->args[1] : pending;
-    if (!id) {
+    if (!pending) {
+        int rc = id ? die("agentsession %s has no pending approval, so %s cannot be %s; nothing "
+                          "was changed (kubectl tern get %s shows its state)",
+                          name, id, approve ? "approved" : "denied", name)
+                    : die("agentsession %s has no pending approval; nothing was changed", name);
         cJSON_Delete(s);
-        return die("agentsession %s has no pending approval", name);
+        return rc;
     }
-    if (pending && strcmp(id, pending) != 0)
-        fprintf(stderr, "warning: %s is not the pending approval (%s); the operator will "
-                        "refuse it\n", id, pending);
-    if (!pending)
-        fprintf(stderr, "warning: nothing is pending; the operator will refuse %s\n", id);
+    if (strcmp(id, pending) != 0) {
+        int rc = die("%s is not the pending approval of agentsession %s (pending: %s); nothing "
+                     "was changed",
+                     id, name, pending);
+        cJSON_Delete(s);
+        return rc;
+    }
     char *user = c->as_user ? xstrdup(c->as_user) : whoami(c);
     cJSON *p = cJSON_CreateObject();
     cJSON *anns = cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "metadata"), "annotations");
@@ -251,6 +261,56 @@ static int cmd_decide(struct cli *c, bool approve)
     return r;
 }
 
+static int64_t int_at(const cJSON *o, const char *k);
+
+/* The spec.limits value of a limit by its journal name (timeoutSeconds in
+ * ms, as status.failure.used is), or -1 when unknown. */
+static int64_t spec_limit(const cJSON *spec, const char *name)
+{
+    const cJSON *l = json_get(spec, "limits");
+    static const char *const known[] = {"maxModelTurns", "maxToolCalls", "maxTokens",
+                                        "maxCostMicroUSD", "timeoutSeconds"};
+    for (size_t i = 0; name && i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(name, known[i]) == 0) {
+            if (!json_get(l, name))
+                return -1; /* the server's default applies: let the operator judge */
+            int64_t v = int_at(l, name);
+            return strcmp(name, "timeoutSeconds") == 0 ? v * 1000 : v;
+        }
+    return -1;
+}
+
+/* Why a new turn cannot run now (a message or a retry would not be
+ * processed), as the operator decides it, or NULL. Newly allocated. */
+static char *why_not_continuable(const cJSON *s)
+{
+    const cJSON *st = json_get(s, "status"), *spec = json_get(s, "spec");
+    const char *name = str_at(json_get(s, "metadata"), "name", NULL);
+    if (json_get(json_get(s, "metadata"), "deletionTimestamp"))
+        return xasprintf("agentsession %s is being deleted", name);
+    const char *phase = str_at(st, "phase", NULL), *reason = str_at(st, "reason", NULL);
+    if (!phase || strcmp(phase, "Failed") != 0)
+        return NULL;
+    if (reason && strcmp(reason, "InvalidSpec") == 0)
+        return xasprintf("agentsession %s has an invalid spec: %s; fix the spec first", name,
+                         str_at(st, "message", NULL) ? str_at(st, "message", NULL) : "");
+    const cJSON *f = json_get(st, "failure");
+    const char *limit = str_at(f, "limit", NULL);
+    if (!limit)
+        return NULL;
+    int64_t now = spec_limit(spec, limit), used = int_at(f, "used");
+    bool unlimited = strcmp(limit, "maxCostMicroUSD") == 0 && now == 0;
+    if ((now >= 0 && now <= used && !unlimited) || (now < 0 && cJSON_IsTrue(json_get(f, "blocked")))) {
+        bool secs = strcmp(limit, "timeoutSeconds") == 0;
+        return xasprintf("agentsession %s stopped at a limit: %s; raise spec.limits.%s above "
+                         "%lld first (kubectl patch agentsession %s --type=merge -p "
+                         "'{\"spec\":{\"limits\":{\"%s\":N}}}'), which continues it",
+                         name, str_at(f, "message", NULL) ? str_at(f, "message", NULL) : limit,
+                         limit, (long long)(secs ? used / 1000 : used), name, limit);
+    }
+    return NULL;
+}
+
 static int cmd_say(struct cli *c)
 {
     if (c->nargs != 2)
@@ -258,7 +318,34 @@ static int cmd_say(struct cli *c)
     cJSON *s = NULL;
     if (get_session(c, c->args[0], &s))
         return 1;
-    bool has = cJSON_IsArray(json_get(json_get(s, "spec"), "messages"));
+    char *why = why_not_continuable(s);
+    if (why) {
+        int rc = die("%s; the message was not added (it would not be processed)", why);
+        free(why);
+        cJSON_Delete(s);
+        return rc;
+    }
+    const cJSON *msgs = json_get(json_get(s, "spec"), "messages");
+    bool has = cJSON_IsArray(msgs);
+    int index = has ? cJSON_GetArraySize(msgs) : 0;
+    const cJSON *st = json_get(s, "status");
+    const char *phase = str_at(st, "phase", NULL) ? str_at(st, "phase", NULL) : "Pending";
+    const char *pending = str_at(st, "pendingApproval", "id");
+    char *next;
+    if (strcmp(phase, "Failed") == 0)
+        next = xasprintf("the session failed (%s); this message continues it in a new turn",
+                         str_at(st, "reason", NULL) ? str_at(st, "reason", NULL) : "?");
+    else if (cJSON_IsTrue(json_get(json_get(s, "spec"), "suspend")))
+        next = xstrdup("the session is suspended: it is taken after kubectl tern resume");
+    else if (pending)
+        next = xasprintf("it is taken once approval %s is decided", pending);
+    else if (strcmp(phase, "Running") == 0)
+        next = xstrdup("it becomes a turn after the current one");
+    else if (strcmp(phase, "Blocked") == 0)
+        next = xasprintf("it waits while the session is blocked (%s)",
+                         str_at(st, "reason", NULL) ? str_at(st, "reason", NULL) : "?");
+    else
+        next = xstrdup("it starts a new turn");
     cJSON_Delete(s);
     /* a JSON patch appends without rewriting earlier messages */
     cJSON *ops = cJSON_CreateArray();
@@ -273,7 +360,55 @@ static int cmd_say(struct cli *c)
         cJSON_AddItemToArray(v, cJSON_CreateString(c->args[1]));
     }
     cJSON_AddItemToArray(ops, op);
-    return patch(c, c->args[0], KCLIENT_PATCH_JSON, ops, "message added");
+    char *done = xasprintf("message added (spec.messages[%d]); %s", index, next);
+    int r = patch(c, c->args[0], KCLIENT_PATCH_JSON, ops, done);
+    free(done);
+    free(next);
+    return r;
+}
+
+static int cmd_retry(struct cli *c)
+{
+    if (c->nargs != 1)
+        return die("usage: kubectl tern retry SESSION");
+    const char *name = c->args[0];
+    cJSON *s = NULL;
+    if (get_session(c, name, &s))
+        return 1;
+    const cJSON *st = json_get(s, "status");
+    const char *phase = str_at(st, "phase", NULL);
+    if (!phase || strcmp(phase, "Failed") != 0) {
+        int rc = die("agentsession %s is %s: there is nothing to retry", name,
+                     phase ? phase : "not reconciled yet");
+        cJSON_Delete(s);
+        return rc;
+    }
+    char *why = why_not_continuable(s);
+    if (why) {
+        int rc = die("%s; nothing was changed", why);
+        free(why);
+        cJSON_Delete(s);
+        return rc;
+    }
+    const cJSON *f = json_get(st, "failure");
+    int64_t turn = int_at(f, "turn");
+    char turn_s[24];
+    snprintf(turn_s, sizeof turn_s, "%lld", (long long)turn);
+    char *done = xasprintf("retry requested: turn %lld failed (%s: %s); a new turn continues "
+                           "from the journal",
+                           (long long)turn, str_at(f, "reason", NULL) ? str_at(f, "reason", NULL) : "?",
+                           str_at(f, "message", NULL) ? str_at(f, "message", NULL) : "");
+    cJSON_Delete(s);
+    char *user = c->as_user ? xstrdup(c->as_user) : whoami(c);
+    cJSON *p = cJSON_CreateObject();
+    cJSON *anns = cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "metadata"), "annotations");
+    json_add_string(anns, "tern.dev/retry", turn_s);
+    if (user)
+        json_add_string(anns, "tern.dev/decided-by", user);
+    int r = patch(c, name, KCLIENT_PATCH_MERGE, p, done);
+    free(done);
+    free(user);
+    return r;
 }
 
 static int cmd_fork(struct cli *c)
@@ -293,9 +428,27 @@ static int cmd_suspend(struct cli *c, bool suspend)
 {
     if (c->nargs != 1)
         return die("usage: kubectl tern %s SESSION", suspend ? "suspend" : "resume");
+    /* resuming does not undo a failure: say what does */
+    char *done = xstrdup(suspend ? "suspended" : "resumed");
+    cJSON *s = NULL;
+    if (!suspend && get_session(c, c->args[0], &s) == 0) {
+        const cJSON *st = json_get(s, "status");
+        const char *ph = str_at(st, "phase", NULL), *why = str_at(st, "reason", NULL);
+        if (ph && (strcmp(ph, "Failed") == 0 || strcmp(ph, "Blocked") == 0)) {
+            free(done);
+            done = xasprintf("resumed; it is %s (%s): %s", ph, why ? why : "?",
+                             strcmp(ph, "Blocked") == 0
+                                 ? "it goes on once that is fixed"
+                                 : "kubectl tern retry, a new message or a raised limit "
+                                   "continues it (kubectl tern get shows how)");
+        }
+    }
+    cJSON_Delete(s);
     cJSON *p = cJSON_CreateObject();
     cJSON_AddItemToObject(cJSON_AddObjectToObject(p, "spec"), "suspend", cJSON_CreateBool(suspend));
-    return patch(c, c->args[0], KCLIENT_PATCH_MERGE, p, suspend ? "suspended" : "resumed");
+    int r = patch(c, c->args[0], KCLIENT_PATCH_MERGE, p, done);
+    free(done);
+    return r;
 }
 
 static int64_t int_at(const cJSON *o, const char *k)
@@ -316,6 +469,9 @@ static int cmd_get(struct cli *c)
     printf("Session:    %s/%s\n", c->ns, c->args[0]);
     printf("Objective:  %s\n", str_at(sp, "objective", NULL) ? str_at(sp, "objective", NULL) : "");
     printf("Phase:      %s\n", str_at(st, "phase", NULL) ? str_at(st, "phase", NULL) : "(none yet)");
+    if (str_at(st, "reason", NULL))
+        printf("Reason:     %s: %s\n", str_at(st, "reason", NULL),
+               str_at(st, "message", NULL) ? str_at(st, "message", NULL) : "");
     const cJSON *t = json_get(st, "turn");
     if (t)
         printf("Turn:       %lld (job %s, attempt %lld)\n", (long long)int_at(t, "number"),
@@ -327,9 +483,10 @@ static int cmd_get(struct cli *c)
            (long long)int_at(u, "promptTokens"), (long long)int_at(u, "completionTokens"),
            (long long)int_at(u, "costMicroUSD"));
     if (lim)
-        printf("Limits:     %lld turns, %lld tool calls, %lld tokens, %lld s\n",
+        printf("Limits:     %lld turns, %lld tool calls, %lld tokens, %lld s, %lld micro-USD\n",
                (long long)int_at(lim, "maxModelTurns"), (long long)int_at(lim, "maxToolCalls"),
-               (long long)int_at(lim, "maxTokens"), (long long)int_at(lim, "timeoutSeconds"));
+               (long long)int_at(lim, "maxTokens"), (long long)int_at(lim, "timeoutSeconds"),
+               (long long)int_at(lim, "maxCostMicroUSD"));
     const cJSON *pa = json_get(st, "pendingApproval");
     if (pa)
         printf("Approval:   %s: %s %s (requested %s)\n           kubectl tern approve %s  |  "
@@ -455,6 +612,14 @@ static void print_event_json(const cJSON *ev, bool live_shown)
     } else if (strcmp(type, "tool_result") == 0) {
         buf_printf(&head, "tool result %s %s: %s%s", S("callId"), S("tool"), S("status"),
                    cJSON_IsTrue(json_get(d, "replayed")) ? " (replayed)" : "");
+        if (*S("commit")) /* publish_branch */
+            buf_printf(&head, " (%s %s to %s as %s)",
+                       cJSON_IsFalse(json_get(d, "pushed")) ? "found" : "pushed", S("commit"),
+                       S("remote"), S("ref"));
+        if (*S("server")) /* an MCP tool */
+            buf_printf(&head, " (MCP server %s)", S("server"));
+        if (cJSON_IsTrue(json_get(d, "redacted")))
+            buf_puts(&head, " (credentials redacted)");
         body = S("output");
         if (live_shown && strcmp(S("tool"), "exec_command") == 0)
             buf_puts(&head, " (its output was shown above as it ran; as recorded:)");
@@ -482,6 +647,11 @@ static void print_event_json(const cJSON *ev, bool live_shown)
         }
         owned = buf_steal(&ans);
         body = owned;
+    } else if (strcmp(type, "snapshot") == 0) {
+        int64_t upto = 0;
+        json_item_int64(json_get(d, "upto"), &upto);
+        buf_printf(&head, "snapshot of the session up to seq %lld (the events before it were "
+                   "compacted)", (long long)upto);
     } else if (strcmp(type, "error") == 0) {
         buf_printf(&head, "error (%s):", S("phase"));
         body = S("message");
@@ -847,10 +1017,11 @@ int main(int argc, char **argv)
 {
     struct cli c = {0};
     signal(SIGPIPE, SIG_IGN);
+    kclient_set_default_user_agent("kubectl-tern/0.1.0");
     if (parse(argc, argv, &c))
         return 1;
     static const char *const known[] = {"approve", "deny", "say", "fork", "suspend",
-                                        "resume", "get", "logs", "ls", "cp"};
+                                        "resume", "get", "logs", "ls", "cp", "retry"};
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         ok = ok || strcmp(c.cmd, known[i]) == 0;
@@ -865,6 +1036,8 @@ int main(int argc, char **argv)
         r = cmd_decide(&c, false);
     else if (strcmp(c.cmd, "say") == 0)
         r = cmd_say(&c);
+    else if (strcmp(c.cmd, "retry") == 0)
+        r = cmd_retry(&c);
     else if (strcmp(c.cmd, "fork") == 0)
         r = cmd_fork(&c);
     else if (strcmp(c.cmd, "suspend") == 0)

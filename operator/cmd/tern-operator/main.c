@@ -16,6 +16,7 @@
 #include "journal/journal.h"
 #include "etcd/etcd.h"
 #include "http/endpoint.h"
+#include "kube/kclient.h"
 #include "kube/kubeconfig.h"
 #include "kube/leader.h"
 #include "kube/recorder.h"
@@ -23,7 +24,9 @@
 #include "streamapi/sapi.h"
 #include "streamapi/sapi_kube.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -40,6 +43,8 @@ struct opts {
     const char *etcd_ca, *etcd_cert, *etcd_key, *etcd_user, *etcd_pass_file, *etcd_root_pass_file;
     const char *runner_cert, *runner_key;
     const char *api_addr, *api_cert, *api_key, *api_ca, *apiservice;
+    const char *prices_cm;
+    const char *egress_proxy, *egress_proxy_ns, *egress_proxy_labels;
     bool leader_elect, journal_init;
     int64_t workers;
 };
@@ -87,6 +92,15 @@ static const struct flag {
     F("model-secret-name", "TERN_MODEL_SECRET_NAME", 0, model_secret,
       "Secret with the model API key for sessions that name none"),
     F("model-secret-key", "TERN_MODEL_SECRET_KEY", 0, model_key, "key in that Secret"),
+    F("prices-configmap", "TERN_PRICES_CONFIGMAP", 0, prices_cm,
+      "NAMESPACE/NAME of the price table ConfigMap (key prices.json); without it, sessions "
+      "with a cost limit are refused"),
+    F("egress-proxy", "TERN_EGRESS_PROXY", 0, egress_proxy,
+      "HOST:PORT of tern-egress-proxy for sandboxes (a name is resolved at start; empty: none)"),
+    F("egress-proxy-namespace", "TERN_EGRESS_PROXY_NAMESPACE", 0, egress_proxy_ns,
+      "namespace of the proxy pods (with --egress-proxy-labels)"),
+    F("egress-proxy-labels", "TERN_EGRESS_PROXY_LABELS", 0, egress_proxy_labels,
+      "k=v,... of the proxy pods: sandbox NetworkPolicies admit them (default: by address)"),
     F("lease-namespace", "TERN_POD_NAMESPACE", 0, lease_ns, "namespace of the leader Lease"),
     F("id", "TERN_POD_NAME", 0, id, "this replica's identity"),
     F("log-level", "TERN_LOG_LEVEL", 0, log_level, "debug|info|warn|error"),
@@ -237,6 +251,56 @@ out:
     return r;
 }
 
+/* --egress-proxy with its host as an IP literal (sandboxes have no DNS):
+ * a name is resolved here, retried for up to a minute (a Service created
+ * with the operator may not resolve at once). Returns a new "IP:PORT" /
+ * "[IPv6]:PORT", or NULL with a logged reason. */
+static char *egress_proxy_address(const char *hp)
+{
+    const char *colon = strrchr(hp, ':');
+    int64_t port;
+    if (!colon || colon == hp || num_parse_range(colon + 1, 1, 65535, &port)) {
+        tlog_error("bad --egress-proxy: want HOST:PORT", "value", hp);
+        return NULL;
+    }
+    char *host = xstrndup(hp, (size_t)(colon - hp));
+    if (host[0] == '[') {
+        free(host);
+        return xstrdup(hp);
+    }
+    unsigned char a[16];
+    if (inet_pton(AF_INET, host, a) == 1) {
+        free(host);
+        return xstrdup(hp);
+    }
+    char *out = NULL;
+    for (int attempt = 0; attempt < 30 && !out; attempt++) {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        struct addrinfo *res = NULL;
+        int g = getaddrinfo(host, NULL, &hints, &res);
+        if (g == 0 && res) {
+            char ip[INET6_ADDRSTRLEN];
+            const void *src = res->ai_family == AF_INET
+                                  ? (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr
+                                  : (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr;
+            inet_ntop(res->ai_family, src, ip, sizeof ip);
+            out = res->ai_family == AF_INET ? xasprintf("%s:%lld", ip, (long long)port)
+                                            : xasprintf("[%s]:%lld", ip, (long long)port);
+            tlog_info("egress proxy resolved", "name", host, "address", out);
+        } else {
+            tlog_warn("egress proxy does not resolve yet", "name", host, "error",
+                      gai_strerror(g));
+            sleep(2);
+        }
+        if (res)
+            freeaddrinfo(res);
+    }
+    if (!out)
+        tlog_error("egress proxy does not resolve", "name", host);
+    free(host);
+    return out;
+}
+
 static atomic_bool leading;
 
 static void on_api_error(void *ctx, const char *what, const struct tern_err *err)
@@ -306,9 +370,40 @@ static void on_reconcile_error(void *ctx, const char *key, const struct tern_err
     /* a write against a cached object that has moved on: expected while
      * events are in flight, and decided again from fresh state */
     if (err->code == TERN_ECONFLICT)
-        tlog_debug("reconcile conflict", "session", key, "error", err->msg, "retryInMs", d);
+        tlog_debug("reconcile conflict", "session", key, "error", err->msg, "#retryInMs", d);
     else
-        tlog_warn("reconcile failed", "session", key, "error", err->msg, "retryInMs", d);
+        tlog_warn("reconcile failed", "session", key, "error", err->msg, "#retryInMs", d);
+}
+
+/* What happened to each session, at info; warnings as warnings. */
+static void on_session_event(void *ctx, const char *key, const char *type, const char *reason,
+                             const char *note)
+{
+    (void)ctx;
+    if (type && strcmp(type, "Warning") == 0)
+        tlog_warn("session event", "session", key, "type", type, "reason", reason, "note", note);
+    else
+        tlog_info("session event", "session", key, "type", type, "reason", reason, "note", note);
+}
+
+static void on_session_phase(void *ctx, const char *key, const char *from, const char *to,
+                             const char *reason, const char *message)
+{
+    (void)ctx;
+    tlog_info("session phase", "session", key, "from", from ? from : "", "to", to, "reason",
+              reason ? reason : "", "message", message ? message : "");
+}
+
+/* Why: what the decision did, at debug. */
+static void on_session_decided(void *ctx, const char *key, const char *phase, size_t nactions,
+                               int64_t requeue_s, bool refs_checked)
+{
+    (void)ctx;
+    char n[24], q[24];
+    snprintf(n, sizeof n, "%zu", nactions);
+    snprintf(q, sizeof q, "%lld", (long long)requeue_s);
+    tlog_debug("reconciled", "session", key, "phase", phase, "#actions", n, "#requeueSeconds", q,
+               "refsChecked", refs_checked ? "true" : "false");
 }
 
 int main(int argc, char **argv)
@@ -332,6 +427,7 @@ int main(int argc, char **argv)
         return 2;
     }
     tlog_init("tern-operator", lvl);
+    kclient_set_default_user_agent("tern-operator/0.1.0");
     if (!o.etcd_endpoints || !*o.etcd_endpoints) {
         fprintf(stderr, "tern-operator: --etcd-endpoints (or TERN_ETCD_ENDPOINTS) is required\n");
         return 2;
@@ -359,6 +455,9 @@ int main(int argc, char **argv)
     struct leader *leader = NULL;
     struct endpoint *mep = NULL, *hep = NULL;
     struct app app = {.metrics = metrics};
+    char *proxy = NULL;
+    if (o.egress_proxy && *o.egress_proxy && !(proxy = egress_proxy_address(o.egress_proxy)))
+        goto out;
 
     if (o.journal_init) {
         /* a setup step (tests, an init container): the journal only */
@@ -418,6 +517,10 @@ int main(int argc, char **argv)
         .namespace = o.namespace,
         .workers = (int)o.workers,
         .on_error = on_reconcile_error,
+        .on_event = on_session_event,
+        .on_phase = on_session_phase,
+        .on_decided = on_session_decided,
+        .prices_configmap = o.prices_cm && *o.prices_cm ? o.prices_cm : NULL,
         .children =
             {
                 .runner_image = o.runner_image,
@@ -432,6 +535,11 @@ int main(int argc, char **argv)
                 .model_secret_key = o.model_key && *o.model_key ? o.model_key : "api-key",
                 .turn_backoff_limit = 4,
                 .job_ttl_seconds = 3600,
+                .egress_proxy = proxy,
+                .egress_proxy_namespace =
+                    o.egress_proxy_ns && *o.egress_proxy_ns ? o.egress_proxy_ns : NULL,
+                .egress_proxy_labels =
+                    o.egress_proxy_labels && *o.egress_proxy_labels ? o.egress_proxy_labels : NULL,
             },
     };
     if (controller_new(&cc, &ctl, &err) || controller_start(ctl, &err)) {
@@ -527,5 +635,6 @@ out:
     etcd_free(admin);
     kubeconfig_free(kube);
     metrics_free(metrics);
+    free(proxy);
     return rc;
 }

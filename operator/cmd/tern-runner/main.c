@@ -12,17 +12,21 @@
  * aborted), release the lock, exit 75.
  * Logs are JSON lines on stderr; the last line summarises the turn.
  */
+#include "base/limits.h"
 #include "base/tlog.h"
+#include "kube/kclient.h"
 #include "runner/config.h"
 #include "runner/forkcopy.h"
 #include "runner/turn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EXIT_RETRY 75
 #define EXIT_CONFIG 78
@@ -33,6 +37,30 @@ static void on_signal(int sig)
 {
     (void)sig;
     atomic_store(&stop_flag, true);
+}
+
+/* The container's termination message ("<Class>: <what happened>"), which
+ * the kubelet puts into the pod status (state.terminated.message) where the
+ * operator reads why an attempt failed after the pod is gone. Written only
+ * when the file exists (the kubelet creates it; TERN_TERMINATION_LOG
+ * overrides the path), at most TERN_TERMINATION_MAX bytes cut on a UTF-8
+ * boundary. */
+static void termination_message(const char *cls, const char *msg)
+{
+    const char *path = getenv("TERN_TERMINATION_LOG");
+    if (!path || !*path)
+        path = "/dev/termination-log";
+    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char buf[TERN_TERMINATION_MAX + 1];
+    int n = snprintf(buf, sizeof buf, "%s: %s", cls && *cls ? cls : "Error", msg ? msg : "");
+    size_t len = n < 0 ? 0 : (size_t)n >= sizeof buf ? sizeof buf - 1 : (size_t)n;
+    while (len > 0 && (size_t)n >= sizeof buf && ((unsigned char)buf[len] & 0xC0) == 0x80)
+        len--;
+    ssize_t w = write(fd, buf, len);
+    (void)w;
+    close(fd);
 }
 
 static const char *real_getenv(void *ctx, const char *name)
@@ -51,6 +79,10 @@ static int cmd_turn(void)
          * sandbox that is not reachable yet is worth a retry */
         tlog_error("configuration error", "error", err.msg, "retryable",
                    lrc == TERN_EINVALID ? "false" : "true");
+        termination_message(lrc == TERN_EINVALID   ? "ConfigError"
+                            : lrc == TERN_ETIMEOUT ? "SandboxNotReady"
+                                                   : "APIUnavailable",
+                            err.msg);
         return lrc == TERN_EINVALID ? EXIT_CONFIG : EXIT_RETRY;
     }
     struct sigaction sa = {0};
@@ -74,13 +106,18 @@ static int cmd_turn(void)
     snprintf(lockw, sizeof lockw, "%lld", (long long)st.lock_wait_ms);
     snprintf(replayed, sizeof replayed, "%lld", (long long)st.replayed);
     int code = rc == 0 ? 0 : rc == TERN_EINVALID ? EXIT_CONFIG : EXIT_RETRY;
+    if (st.tool_notes[0])
+        tlog_warn("allowed MCP tools not offered", "why", st.tool_notes);
     if (rc == 0)
-        tlog_info("turn ended", "outcome", st.outcome, "steps", steps, "appends", appends,
-                  "replayed", replayed, "totalMs", total, "modelMs", model, "toolMs", tool,
-                  "journalMs", journal, "firstAppendMs", first, "lockWaitMs", lockw);
+        tlog_info("turn ended", "outcome", st.outcome, "#steps", steps, "#appends", appends,
+                  "#replayed", replayed, "#totalMs", total, "#modelMs", model, "#toolMs", tool,
+                  "#journalMs", journal, "#firstAppendMs", first, "#lockWaitMs", lockw);
     else
-        tlog_error("turn stopped", "error", err.msg, "code", err_str(rc), "steps", steps,
-                   "appends", appends, "totalMs", total, "exit", code == EXIT_CONFIG ? "78" : "75");
+        tlog_error("turn stopped", "error", err.msg, "code", err_str(rc), "class",
+                   st.failure_class, "#steps", steps, "#appends", appends, "#totalMs", total,
+                   "#exit", code == EXIT_CONFIG ? "78" : "75");
+    if (rc)
+        termination_message(st.failure_class, err.msg);
     runner_config_done(&cfg);
     return code;
 }
@@ -142,11 +179,12 @@ static int cmd_copy(int argc, char **argv)
     free(tt);
     if (rc) {
         tlog_error("copy failed", "from", from, "to", to, "error", err.msg);
+        termination_message("CopyFailed", err.msg);
         return EXIT_RETRY;
     }
     char b[24];
     snprintf(b, sizeof b, "%llu", (unsigned long long)bytes);
-    tlog_info("copy done", "from", from, "to", to, "bytes", b);
+    tlog_info("copy done", "from", from, "to", to, "#bytes", b);
     return 0;
 }
 
@@ -157,6 +195,7 @@ int main(int argc, char **argv)
     if (l && tlog_parse_level(l, &lvl) != 0)
         lvl = TLOG_INFO;
     tlog_init("tern-runner", lvl);
+    kclient_set_default_user_agent("tern-runner/0.1.0");
     if (argc >= 2 && strcmp(argv[1], "turn") == 0)
         return cmd_turn();
     if (argc >= 2 && strcmp(argv[1], "copy") == 0)

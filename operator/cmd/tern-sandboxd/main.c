@@ -12,6 +12,7 @@
  * configuration. See docs/sandbox.md.
  */
 #include "base/err.h"
+#include "base/mem.h"
 #include "base/num.h"
 #include "base/tlog.h"
 #include "sandbox/sandbox_contract.h"
@@ -79,7 +80,7 @@ static void access_log(void *ctx, const char *method, const char *url, unsigned 
     char st[21], dur[21];
     num_fmt_i64(status, st);
     num_fmt_i64(ms, dur);
-    tlog_info("request", "method", method, "path", url, "status", st, "ms", dur);
+    tlog_info("request", "method", method, "path", url, "#status", st, "#ms", dur);
 }
 
 static int64_t int_flag(const char *name, const char *v, int64_t min, int64_t max)
@@ -182,6 +183,16 @@ int main(int argc, char **argv)
     }
     cfg.token = token;
     cfg.token_len = token_len;
+    /* the proxy settings of the pod reach every command (docs/egress.md) */
+    static const char *const pass[] = {SANDBOX_PASS_ENV};
+    char *pass_env[sizeof pass / sizeof pass[0] + 1] = {0};
+    size_t npass = 0;
+    for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++) {
+        const char *v = getenv(pass[i]);
+        if (v && strlen(v) < TERN_SANDBOX_MAX_ENV_VALUE)
+            pass_env[npass++] = xasprintf("%s=%s", pass[i], v);
+    }
+    cfg.pass_env = pass_env;
 
     /* block the stop signals and SIGCHLD in every thread; main waits for them */
     sigset_t stop;
@@ -203,12 +214,14 @@ int main(int argc, char **argv)
     rc = sandboxd_start(&cfg, &d, &err);
     if (rc != 0) {
         tlog_error("cannot start", "error", err.msg);
+        for (size_t i = 0; i < npass; i++)
+            free(pass_env[i]);
         return 2;
     }
     char port[21], n[21];
     num_fmt_i64(sandboxd_port(d), port);
     num_fmt_i64((int64_t)sandboxd_interrupted(d), n);
-    tlog_info("serving", "port", port, "workspace", cfg.workspace, "interrupted", n, "landlock",
+    tlog_info("serving", "#port", port, "workspace", cfg.workspace, "#interrupted", n, "landlock",
               sandboxd_landlock_active(d) ? "on" : "off");
     const char *colon = strrchr(cfg.listen, ':');
     printf("tern-sandboxd ready addr=%.*s:%s\n", (int)(colon ? colon - cfg.listen : 0), cfg.listen,
@@ -231,5 +244,7 @@ int main(int argc, char **argv)
     }
     tlog_info("stopping", "signal", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "idle");
     sandboxd_stop(d);
+    for (size_t i = 0; i < npass; i++)
+        free(pass_env[i]);
     return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -32,6 +33,38 @@ int tlog_parse_level(const char *s, enum tlog_level *ret)
     return -EINVAL;
 }
 
+/* A JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+static bool json_number(const char *s)
+{
+    const char *p = s;
+    if (*p == '-')
+        p++;
+    if (*p == '0')
+        p++;
+    else if (*p >= '1' && *p <= '9')
+        while (*p >= '0' && *p <= '9')
+            p++;
+    else
+        return false;
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9')
+            return false;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-')
+            p++;
+        if (*p < '0' || *p > '9')
+            return false;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    return *p == 0 && p - s < 64;
+}
+
 void tlog_write(enum tlog_level level, const char *msg, ...)
 {
     struct buf b;
@@ -54,10 +87,14 @@ void tlog_write(enum tlog_level level, const char *msg, ...)
         if (!k)
             break;
         const char *v = va_arg(ap, const char *);
+        bool num = k[0] == '#';
         buf_putc(&b, ',');
-        buf_put_json_string(&b, k);
+        buf_put_json_string(&b, num ? k + 1 : k);
         buf_putc(&b, ':');
-        buf_put_json_string(&b, v ? v : "");
+        if (num && v && json_number(v))
+            buf_puts(&b, v);
+        else
+            buf_put_json_string(&b, v ? v : "");
     }
     va_end(ap);
     buf_puts(&b, "}\n");

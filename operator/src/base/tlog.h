@@ -19,8 +19,11 @@ void tlog_init(const char *component, enum tlog_level min);
 int tlog_parse_level(const char *s, enum tlog_level *ret);
 
 /* Writes one record; the variadic part is key, value string pairs ended by
- * NULL. Values are JSON-escaped. Use the macros, which skip formatting when
- * the level is off. */
+ * NULL. Values are JSON-escaped strings, except under a key written with a
+ * leading '#' ("#steps", "12"): the '#' is dropped and a value that is a
+ * JSON number is written as a number (anything else still as a string), so
+ * log processors can compare and sum it. Use the macros, which skip
+ * formatting when the level is off. */
 void tlog_write(enum tlog_level level, const char *msg, ...) __attribute__((sentinel));
 
 #define tlog_debug(...)                                                                            \

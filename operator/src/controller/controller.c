@@ -4,7 +4,10 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
+#include "controller/observe.h"
+#include "controller/prices.h"
 #include "controller/reconcile.h"
+#include "controller/refs.h"
 #include "journal/journal.h"
 #include "json/json.h"
 #include "kube/informer.h"
@@ -70,6 +73,7 @@ struct controller {
     pthread_mutex_t mu; /* guards uid_to_key */
     struct kmap *uid_to_key;
     struct kclient *kc; /* for controller_reconcile on the caller's thread */
+    struct prices *prices;
 };
 
 /* ---- enqueueing ------------------------------------------------------- */
@@ -90,6 +94,11 @@ static const char *annotation(const cJSON *obj, const char *key)
 {
     const cJSON *v = json_get(json_get(json_get(obj, "metadata"), "annotations"), key);
     return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static bool streq_str(const char *a, const char *b)
+{
+    return a && b && strcmp(a, b) == 0;
 }
 
 static bool streq_rv(const cJSON *a, const cJSON *b)
@@ -305,24 +314,6 @@ static int count_copying_forks(void *ctx, const cJSON *obj)
     return 0;
 }
 
-static bool cond_true(const cJSON *obj, const char *type, const char **ret_reason)
-{
-    const cJSON *c;
-    cJSON_ArrayForEach(c, json_get(json_get(obj, "status"), "conditions"))
-    {
-        const cJSON *t = json_get(c, "type"), *st = json_get(c, "status");
-        if (cJSON_IsString(t) && strcmp(t->valuestring, type) == 0 && cJSON_IsString(st) &&
-            strcmp(st->valuestring, "True") == 0) {
-            if (ret_reason) {
-                const cJSON *r = json_get(c, "reason");
-                *ret_reason = cJSON_IsString(r) ? r->valuestring : NULL;
-            }
-            return true;
-        }
-    }
-    return false;
-}
-
 static int64_t parse_time(const char *s)
 {
     /* RFC 3339 UTC "YYYY-MM-DDTHH:MM:SS[.frac]Z" */
@@ -352,6 +343,14 @@ static void observe_journal(const struct journal_summary *s, struct observed_jou
     o->cost_micro_usd = s->usage.cost_micro_usd;
     o->result_summary = s->result;
     o->result_artifacts = s->artifacts;
+    o->reason = s->reason;
+    o->message = s->message;
+    o->limit = s->limit;
+    o->limit_used = s->limit_used;
+    o->limit_max = s->limit_max;
+    o->good_seq = s->good_seq;
+    o->first_request = s->first_request;
+    o->first_request_at = observe_time(s->first_request);
 }
 
 /* ---- applying --------------------------------------------------------- */
@@ -420,6 +419,11 @@ static cJSON *finalizers_with(const cJSON *obj, bool with)
 
 static void record(struct controller *c, const cJSON *session, const struct reconcile_action *a)
 {
+    if (c->cfg.on_event) {
+        char *key = informer_key(session);
+        c->cfg.on_event(c->cfg.ctx, key ? key : "", a->event_type, a->reason, a->note);
+        free(key);
+    }
     if (!c->cfg.recorder)
         return;
     struct recorder_ref ref;
@@ -501,7 +505,22 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
                 break;
             }
             r = kclient_create(kc, g, ns, a->object, NULL, &ke);
-            if (r == -EEXIST)
+            if (r == -EEXIST && g == &gvrs[W_SESSIONS]) {
+                /* a fork's child name: fine if it is this fork (a retry
+                 * after a crash), else decided again once the informer has
+                 * the other session (and the fork is refused) */
+                cJSON *cur = NULL;
+                struct kclient_err ge = {0};
+                const char *child = meta_str(a->object, "name");
+                r = kclient_get(kc, g, ns, child, &cur, &ge);
+                const char *fo = label(cur, RECONCILE_LABEL_FORK_OF);
+                if (r == 0 && !(fo && uid && strcmp(fo, uid) == 0))
+                    r = err_set(err, TERN_ECONFLICT, "agentsession %s/%s exists and is not a "
+                                "fork of %s", ns, child, name);
+                else if (r)
+                    err_set(err, r, "get agentsession %s/%s: %s", ns, child, ge.e.msg);
+                cJSON_Delete(cur);
+            } else if (r == -EEXIST)
                 r = 0;
             else if (r)
                 err_set(err, r, "create %s %s: %s", a->resource,
@@ -519,7 +538,8 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
             break;
         }
         case RA_EVENT:
-            record(c, session, a);
+            if (!a->after_status)
+                record(c, session, a);
             break;
         }
     }
@@ -544,11 +564,61 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
             cJSON_Delete(obj);
         }
     }
+    /* Events that announce a new status, once it is written: a reconcile
+     * whose status write loses a conflict is decided again from the status
+     * the winner wrote, which already says it (one Event per transition,
+     * not one per racing worker) */
+    for (size_t i = 0; i < out->nactions && !r; i++)
+        if (out->actions[i].kind == RA_EVENT && out->actions[i].after_status)
+            record(c, session, &out->actions[i]);
     free(rv);
     return r;
 }
 
 /* ---- one reconcile ------------------------------------------------------ */
+
+/* The pods of a Job (runner attempts), kept so that what observe_job_pod
+ * borrows from them lives through the decision. */
+struct job_pods {
+    struct observed_job *job;
+    cJSON **pods;
+    size_t n;
+};
+
+static int collect_job_pod(void *ctx, const cJSON *obj)
+{
+    struct job_pods *jp = ctx;
+    if (jp->n >= 64) /* a Job retries a few times: bound the walk */
+        return 1;
+    jp->pods = xreallocarray(jp->pods, jp->n + 1, sizeof *jp->pods);
+    jp->pods[jp->n] = json_dup(obj);
+    observe_job_pod(jp->pods[jp->n], jp->job);
+    jp->n++;
+    return 0;
+}
+
+/* Metrics from what the decision says happened (after it was applied). */
+static void count_signals(struct controller *c, const struct reconcile_output *out)
+{
+    struct metrics *m = c->cfg.metrics;
+    if (!m)
+        return;
+    const struct reconcile_signals *sg = &out->signals;
+    if (sg->ended_reason) {
+        char *l = metrics_labels("phase", out->phase, "reason", sg->ended_reason, NULL);
+        metrics_add(m, "tern_sessions_ended_total", l, 1);
+        free(l);
+    }
+    if (sg->model_error) {
+        char *l = metrics_labels("class", sg->model_error, NULL);
+        metrics_add(m, "tern_model_errors_total", l, 1);
+        free(l);
+    }
+    if (sg->first_request_latency >= 0)
+        metrics_observe(m, "tern_first_model_request_seconds", "", sg->first_request_latency);
+    if (sg->approval_wait >= 0)
+        metrics_observe(m, "tern_approval_wait_seconds", "", sg->approval_wait);
+}
 
 static int reconcile_key(struct controller *c, struct kclient *kc, const char *key,
                          int64_t *ret_requeue, struct tern_err *err)
@@ -566,6 +636,9 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
     cJSON *pod = NULL, *copy_job = NULL;
     char *parent_addr = NULL;
     struct owned_scan jobs = {0};
+    struct job_pods jp = {0};
+    struct refs_result refs = {0};
+    char *price_json = NULL, *price_error = NULL;
     if (!session)
         goto done; /* deleted: children go with it */
 
@@ -580,8 +653,10 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
         .ann_decided_by = annotation(session, RECONCILE_ANN_DECIDED_BY),
         .ann_reason = annotation(session, RECONCILE_ANN_REASON),
         .ann_fork = annotation(session, RECONCILE_ANN_FORK),
+        .ann_retry = annotation(session, RECONCILE_ANN_RETRY),
         .status = json_get(session, "status"),
         .now = (int64_t)time(NULL),
+        .created_at = observe_time(meta_str(session, "creationTimestamp")),
         .cfg = &c->cfg.children,
     };
     const char *retain = annotation(session, RECONCILE_ANN_RETAIN);
@@ -607,28 +682,19 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
         in.token_exists = owned_has(c, W_SECRETS, uid, tok, NULL);
         in.task_exists = owned_has(c, W_CONFIGMAPS, uid, task, NULL);
         in.netpol_exists = owned_has(c, W_NETPOLS, uid, sb, NULL);
-        if (owned_has(c, W_PODS, uid, sb, &pod)) {
-            in.pod.exists = true;
-            in.pod.deleting = json_get(json_get(pod, "metadata"), "deletionTimestamp") != NULL;
-            const cJSON *ph = json_get(json_get(pod, "status"), "phase");
-            in.pod.phase = cJSON_IsString(ph) ? ph->valuestring : NULL;
-            in.pod.ready = cond_true(pod, "Ready", NULL);
-            const cJSON *ip = json_get(json_get(pod, "status"), "podIP");
-            in.pod.ip = cJSON_IsString(ip) && *ip->valuestring ? ip->valuestring : NULL;
-            in.pod.sandbox_hash = annotation(pod, CHILDREN_ANN_SANDBOX_HASH);
-        }
+        if (owned_has(c, W_PODS, uid, sb, &pod))
+            observe_pod(pod, &in.pod);
         free(pvc);
         free(tok);
         free(task);
         free(sb);
         informer_each_owned(c->inf[W_JOBS], uid, find_latest_job, &jobs);
-        if (jobs.best) {
-            in.job.exists = true;
-            in.job.turn = jobs.best_turn;
-            in.job.complete = cond_true(jobs.best, "Complete", NULL);
-            in.job.failed = cond_true(jobs.best, "Failed", &in.job.failed_reason);
-            json_get_int64(json_get(jobs.best, "status"), "status", "failed", JSON_OPTIONAL,
-                           &in.job.failed_pods, NULL);
+        observe_job(jobs.best, &in.job);
+        if (jobs.best && meta_str(jobs.best, "uid")) {
+            /* its pods: why attempts failed, or why one does not start */
+            jp.job = &in.job;
+            informer_each_owned(c->inf[W_PODS], meta_str(jobs.best, "uid"), collect_job_pod,
+                                &jp);
         }
         in.spec_json = json_get(session, "spec");
         if (cJSON_GetArraySize(json_get(in.status, "forks")) > 0) {
@@ -636,6 +702,13 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
             struct fork_scan fs = {.parent_uid = uid};
             informer_each(c->inf[W_SESSIONS], count_copying_forks, &fs);
             in.forks_copying = fs.copying;
+        }
+        if (in.ann_fork) {
+            cJSON *target = informer_get(c->inf[W_SESSIONS], ns, in.ann_fork);
+            const char *fo = label(target, RECONCILE_LABEL_FORK_OF);
+            in.fork_target_exists = target != NULL;
+            in.fork_target_ours = fo && strcmp(fo, uid) == 0;
+            cJSON_Delete(target);
         }
         if (in.spec->fork_from.set) {
             cJSON *parent = informer_get(c->inf[W_SESSIONS], ns, in.spec->fork_from.session);
@@ -648,11 +721,8 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
             cJSON_Delete(parent);
             in.fork_parent_address = parent_addr;
             char *cj = children_name(name, "copy");
-            if (owned_has(c, W_JOBS, uid, cj, &copy_job)) {
-                in.copy_job.exists = true;
-                in.copy_job.complete = cond_true(copy_job, "Complete", NULL);
-                in.copy_job.failed = cond_true(copy_job, "Failed", &in.copy_job.failed_reason);
-            }
+            if (owned_has(c, W_JOBS, uid, cj, &copy_job))
+                observe_job(copy_job, &in.copy_job);
             free(cj);
         }
         if (c->cfg.jaccess) {
@@ -667,6 +737,10 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
             if (r)
                 goto done;
         }
+        prices_lookup(c->prices, kc, in.spec->model.name, &price_json, &in.price_table,
+                      &price_error);
+        in.price_json = price_json;
+        in.price_error = price_error;
         char token[65];
         if (!in.token_exists && reconcile_new_token(token) == 0)
             in.new_token = token;
@@ -675,21 +749,50 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
             goto done;
         observe_journal(journal_summary(j), &in.journal);
         reconcile_decide(&in, &out);
+        if (out.wants_refs) {
+            /* about to create the sandbox pod or a turn Job: are the
+             * objects they reference there? */
+            refs_check(kc, in.spec, &c->cfg.children, &refs);
+            in.refs_checked = true;
+            in.sandbox_refs = refs.sandbox;
+            in.runner_refs = refs.runner;
+            reconcile_output_done(&out);
+            reconcile_decide(&in, &out);
+        }
         r = apply(c, kc, session, j, &out, err);
     } else {
         reconcile_decide(&in, &out);
         r = apply(c, kc, session, NULL, &out, err);
     }
+    if (!r) {
+        count_signals(c, &out);
+        if (c->cfg.on_phase && !streq_str(out.signals.old_phase, out.phase) &&
+            strcmp(out.phase, "Deleting") != 0)
+            c->cfg.on_phase(c->cfg.ctx, key, out.signals.old_phase, out.phase, out.reason,
+                            json_get(out.status, "message") &&
+                                    cJSON_IsString(json_get(out.status, "message"))
+                                ? json_get(out.status, "message")->valuestring
+                                : NULL);
+        if (c->cfg.on_decided)
+            c->cfg.on_decided(c->cfg.ctx, key, out.phase, out.nactions, out.requeue_after,
+                              in.refs_checked);
+    }
     if (!r && ret_requeue)
         *ret_requeue = out.requeue_after;
 done:
     reconcile_output_done(&out);
+    refs_result_done(&refs);
     journal_free(j);
     session_spec_free(spec);
     cJSON_Delete(pod);
     cJSON_Delete(copy_job);
     free(parent_addr);
+    free(price_json);
+    free(price_error);
     cJSON_Delete(jobs.best);
+    for (size_t i = 0; i < jp.n; i++)
+        cJSON_Delete(jp.pods[i]);
+    free(jp.pods);
     cJSON_Delete(session);
     free(ns);
     return r;
@@ -748,7 +851,12 @@ static void *worker_main(void *arg)
         if (c->cfg.metrics) {
             metrics_add(c->cfg.metrics, "tern_reconciles_total", "", 1);
             metrics_observe(c->cfg.metrics, "tern_reconcile_duration_seconds", "", dt);
-            if (r)
+            /* a 409 (a write against a cached object that moved on) or an
+             * object that vanished is optimistic concurrency at work, not
+             * an error: counted apart */
+            if (r == TERN_ECONFLICT || r == TERN_ENOTFOUND)
+                metrics_add(c->cfg.metrics, "tern_reconcile_conflicts_total", "", 1);
+            else if (r)
                 metrics_add(c->cfg.metrics, "tern_reconcile_errors_total", "", 1);
         }
         if (r) {
@@ -826,6 +934,7 @@ int controller_new(const struct controller_config *cfg, struct controller **ret,
     c->uid_to_key = kmap_new();
     c->q = workqueue_new(NULL);
     c->kc = kclient_new(cfg->kube, NULL);
+    c->prices = prices_new(cfg->prices_configmap, 30);
     for (int w = 0; w < W_COUNT; w++) {
         c->hctx[w] = (struct handler_ctx){c, (enum watched)w};
         struct informer_opts o = {
@@ -840,7 +949,27 @@ int controller_new(const struct controller_config *cfg, struct controller **ret,
         struct metrics *m = cfg->metrics;
         metrics_declare(m, "tern_reconciles_total", METRICS_COUNTER, "Reconciles run.", NULL, 0);
         metrics_declare(m, "tern_reconcile_errors_total", METRICS_COUNTER,
-                        "Reconciles that failed and were requeued.", NULL, 0);
+                        "Reconciles that failed and were requeued (conflicts not included).",
+                        NULL, 0);
+        metrics_declare(m, "tern_reconcile_conflicts_total", METRICS_COUNTER,
+                        "Reconciles that met a 409 conflict or a vanished object and were "
+                        "decided again.",
+                        NULL, 0);
+        static const double latency[] = {0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600};
+        metrics_declare(m, "tern_first_model_request_seconds", METRICS_HISTOGRAM,
+                        "From a session's creation to its first model request.", latency,
+                        sizeof latency / sizeof latency[0]);
+        static const double waits[] = {1, 5, 15, 60, 300, 900, 3600, 14400, 86400};
+        metrics_declare(m, "tern_approval_wait_seconds", METRICS_HISTOGRAM,
+                        "From an approval request to its decision (or timeout).", waits,
+                        sizeof waits / sizeof waits[0]);
+        metrics_declare(m, "tern_model_errors_total", METRICS_COUNTER,
+                        "Model errors told by the operator, by class (unreachable, "
+                        "rate_limited, server_error, context_length, bad_request, malformed).",
+                        NULL, 0);
+        metrics_declare(m, "tern_sessions_ended_total", METRICS_COUNTER,
+                        "Sessions that reached Succeeded or Failed, by phase and reason.", NULL,
+                        0);
         metrics_declare(m, "tern_reconcile_duration_seconds", METRICS_HISTOGRAM,
                         "Time of one reconcile.", NULL, 0);
         metrics_declare(m, "tern_status_writes_total", METRICS_COUNTER,
@@ -899,6 +1028,7 @@ void controller_free(struct controller *c)
         informer_free(c->inf[w]);
     workqueue_free(c->q);
     kclient_free(c->kc);
+    prices_free(c->prices);
     kmap_each(c->uid_to_key, free_value, NULL);
     kmap_free(c->uid_to_key);
     pthread_mutex_destroy(&c->mu);

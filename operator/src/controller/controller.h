@@ -34,9 +34,22 @@ struct controller_config {
     const char *namespace;        /* "" or NULL = all namespaces */
     struct children_config children;
     int workers;                  /* 0 = 2 */
+    /* "namespace/name" of the price table's ConfigMap (controller/prices.h),
+     * or NULL: sessions with a cost limit are then refused */
+    const char *prices_configmap;
     /* called from a worker after a failed reconcile (the library does not
      * log; the daemon does); retry_ms is the backoff before the next try */
     void (*on_error)(void *ctx, const char *key, const struct tern_err *err, long retry_ms);
+    /* what happened to a session, after a reconcile that applied it (each
+     * may be NULL): every Event the operator recorded on it, a phase that
+     * changed (from may be NULL for a new session), and, for debugging, what
+     * was decided and why it is requeued */
+    void (*on_event)(void *ctx, const char *key, const char *type, const char *reason,
+                     const char *note);
+    void (*on_phase)(void *ctx, const char *key, const char *from, const char *to,
+                     const char *reason, const char *message);
+    void (*on_decided)(void *ctx, const char *key, const char *phase, size_t nactions,
+                       int64_t requeue_s, bool refs_checked);
     void *ctx;
 };
 

@@ -2,6 +2,7 @@
  * reconcile.h and docs/operator.md. */
 #include "reconcile.h"
 
+#include "base/limits.h"
 #include "base/mem.h"
 #include "controller/conditions.h"
 #include "journal/journal.h"
@@ -79,6 +80,15 @@ static void event(struct reconcile_output *out, const char *type, const char *re
     a->note = xstrdup(note);
 }
 
+/* An Event that announces what the new status says (a phase, a reason):
+ * the shell records it after the status is written. */
+static void status_event(struct reconcile_output *out, const char *type, const char *reason,
+                         const char *note)
+{
+    event(out, type, reason, note);
+    out->actions[out->nactions - 1].after_status = true;
+}
+
 static const char *old_str(const cJSON *status, const char *k1, const char *k2)
 {
     const cJSON *v = json_get(status, k1);
@@ -113,19 +123,50 @@ static void set_cond(cJSON *st, const struct reconcile_input *in, const char *ty
                    conditions_time(in->now, now));
 }
 
-static void decide_invalid(const struct reconcile_input *in, struct reconcile_output *out)
+#define STATUS_MESSAGE_MAX 4096 /* status.message's maxLength in the CRD */
+
+/* A copy of v cut to at most max bytes on a UTF-8 boundary. */
+static char *cond_bounded(const char *v, size_t max)
+{
+    size_t n = v ? strlen(v) : 0;
+    if (n > max) {
+        n = max;
+        while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
+            n--;
+    }
+    return xstrndup(v ? v : "", n);
+}
+
+static int count_kind(const struct reconcile_output *out, enum reconcile_action_kind k)
+{
+    int n = 0;
+    for (size_t i = 0; i < out->nactions; i++)
+        n += out->actions[i].kind == k;
+    return n;
+}
+
+static void decide_invalid(const struct reconcile_input *in, struct reconcile_output *out,
+                           const char *why)
 {
     cJSON *st = status_base(in);
     json_add_string(st, "phase", "Failed");
-    const char *msg = in->invalid ? in->invalid : "invalid spec";
+    const char *msg = why ? why : "invalid spec";
     set_cond(st, in, "Ready", false, "InvalidSpec", msg);
     set_cond(st, in, "Failed", true, "InvalidSpec", msg);
+    json_add_string(st, "reason", "InvalidSpec");
+    char *m = cond_bounded(msg, STATUS_MESSAGE_MAX);
+    json_add_string(st, "message", m);
+    free(m);
     /* one Warning per distinct problem, not one per resync */
     const cJSON *old = conditions_find(json_get(in->status, "conditions"), "Failed");
-    if (!old || !streq(old_str(old, "message", NULL), msg))
-        event(out, "Warning", "InvalidSpec", msg);
+    if (!old || !streq(old_str(old, "message", NULL), msg)) {
+        status_event(out, "Warning", "InvalidSpec", msg);
+        if (!streq(old_str(in->status, "phase", NULL), "Failed"))
+            out->signals.ended_reason = "InvalidSpec";
+    }
     out->status = st;
     out->phase = "Failed";
+    out->reason = "InvalidSpec";
 }
 
 /* The approval intent carried by annotations, if any. */
@@ -146,8 +187,13 @@ static void decide_approval(const struct reconcile_input *in, struct reconcile_o
         json_add_string(d, "decision", approve ? "approved" : "denied");
         if (in->ann_decided_by)
             json_add_string(d, "decidedBy", in->ann_decided_by);
-        if (in->ann_reason)
-            json_add_string(d, "reason", in->ann_reason);
+        if (in->ann_reason) {
+            /* told to the model on a denial: bounded */
+            char *why = cond_bounded(in->ann_reason, TERN_APPROVAL_MAX_REASON);
+            json_add_string(d, "reason", why);
+            free(why);
+        }
+        out->signals.approval_wait = (double)(in->now - in->journal.pending_requested_at);
         char *key = xasprintf("decision/%s", id);
         append(out, "approval_decided", in->journal.turn, key, d);
         free(key);
@@ -230,21 +276,37 @@ static void remove_annotation(struct reconcile_output *out, const char *key)
 
 /* The fork intent of a parent: create the child, journal the fork point,
  * remove the annotation. Only when nothing else moves the journal in this
- * pass, so the fork point is exactly the last event seen. */
+ * pass, so the fork point is exactly the last event seen; a failed session
+ * forks at its last good point (before the failure's tail), so the child
+ * continues from there instead of starting failed. A name that is taken by
+ * a session that is not this one's fork is refused. */
 static void decide_fork(const struct reconcile_input *in, struct reconcile_output *out,
-                        cJSON *forks)
+                        cJSON *st, cJSON *forks, bool failed)
 {
     const char *child = in->ann_fork;
+    char *note = NULL;
+    const char *why = NULL;
     if (!valid_session_name(child) || strcmp(child, in->name) == 0) {
-        char *note = xasprintf("tern.dev/fork: \"%s\" is not a usable session name (a DNS "
-                               "label of at most %d characters, not this session's own)",
-                               child, SESSION_MAX_NAME);
+        why = "InvalidName";
+        note = xasprintf("tern.dev/fork: \"%s\" is not a usable session name (a DNS "
+                         "label of at most %d characters, not this session's own); the "
+                         "annotation was removed",
+                         child, SESSION_MAX_NAME);
+    } else if (in->fork_target_exists && !in->fork_target_ours) {
+        why = "NameInUse";
+        note = xasprintf("tern.dev/fork: agentsession %s already exists and is not a fork of "
+                         "%s; nothing was forked and the annotation was removed (choose "
+                         "another name)",
+                         child, in->name);
+    }
+    if (why) {
         event(out, "Warning", "ForkRejected", note);
+        set_cond(st, in, "ForkRejected", true, why, note);
         free(note);
         remove_annotation(out, RECONCILE_ANN_FORK);
         return;
     }
-    uint64_t at = in->journal.last_seq;
+    uint64_t at = failed ? in->journal.good_seq : in->journal.last_seq;
     create(out, "tern.dev/v1alpha1/agentsessions", fork_child(in, child, at));
     cJSON *d = cJSON_CreateObject();
     json_add_string(d, "child", child);
@@ -253,8 +315,15 @@ static void decide_fork(const struct reconcile_input *in, struct reconcile_outpu
     append(out, "fork_created", in->journal.turn, key, d);
     free(key);
     remove_annotation(out, RECONCILE_ANN_FORK);
-    char *note = xasprintf("forked into %s at journal seq %llu", child, (unsigned long long)at);
+    if (failed)
+        note = xasprintf("forked into %s at journal seq %llu, the last good point before the "
+                         "failure (seq %llu is the last)",
+                         child, (unsigned long long)at, (unsigned long long)in->journal.last_seq);
+    else
+        note = xasprintf("forked into %s at journal seq %llu", child, (unsigned long long)at);
     event(out, "Normal", "ForkCreated", note);
+    if (conditions_find(json_get(st, "conditions"), "ForkRejected"))
+        set_cond(st, in, "ForkRejected", false, "ForkCreated", note);
     free(note);
     bool listed = false;
     const cJSON *f;
@@ -269,9 +338,187 @@ static bool terminal_outcome(const char *o)
            streq(o, JOURNAL_OUTCOME_REFUSED);
 }
 
+/* ---- why a session failed, and whether it can go on -------------------- */
+
+struct failure {
+    const char *reason;   /* CamelCase (static) */
+    char *message;        /* for people */
+    bool blocked;         /* a limit still reached: raising it is the way on */
+    char *hint;           /* how to continue */
+    const char *model_error; /* metrics class, or NULL */
+};
+
+/* The current spec value of a limit (timeoutSeconds in ms, as journaled);
+ * -1 for a name this build does not know. */
+static int64_t limit_value(const struct session_spec *s, const char *name)
+{
+    if (streq(name, "maxModelTurns"))
+        return s->limits.max_model_turns;
+    if (streq(name, "maxToolCalls"))
+        return s->limits.max_tool_calls;
+    if (streq(name, "maxTokens"))
+        return s->limits.max_tokens;
+    if (streq(name, "maxCostMicroUSD"))
+        return s->limits.max_cost_micro_usd;
+    if (streq(name, "timeoutSeconds"))
+        return s->limits.timeout_seconds * 1000;
+    return -1;
+}
+
+/* A limit is still reached when the spec allows no more than was used
+ * (maxCostMicroUSD 0 means no cost limit). */
+static bool limit_still_reached(const struct session_spec *s, const struct observed_journal *j)
+{
+    int64_t v = limit_value(s, j->limit);
+    if (!j->limit || v < 0)
+        return false;
+    if (streq(j->limit, "maxCostMicroUSD") && v == 0)
+        return false;
+    return v <= j->limit_used;
+}
+
+static const char *failure_reason(const struct observed_journal *j, const char **ret_model)
+{
+    static const struct {
+        const char *journal, *reason, *model;
+    } map[] = {
+        {"model_error", "ModelError", "bad_request"},
+        {"context_length_exceeded", "ContextLengthExceeded", "context_length"},
+        {"malformed_output", "MalformedOutput", "malformed"},
+        {"request_build_failed", "RequestBuildFailed", NULL},
+        {"refusal", "Refused", NULL},
+        {"ApprovalTimeout", "ApprovalTimeout", NULL},
+        {"JobFailed", "JobFailed", NULL},
+        {"RunnerConfigError", "RunnerConfigError", NULL},
+        {"RunnerExitedEarly", "RunnerExitedEarly", NULL},
+        {"ForkCopyFailed", "ForkCopyFailed", NULL},
+    };
+    *ret_model = NULL;
+    if (streq(j->outcome, JOURNAL_OUTCOME_LIMIT))
+        return "LimitReached";
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (streq(j->reason, map[i].journal)) {
+            *ret_model = map[i].model;
+            return map[i].reason;
+        }
+    if (j->reason && strstr(j->reason, "malformed")) { /* journals before reasons were words */
+        *ret_model = "malformed";
+        return "MalformedOutput";
+    }
+    if (streq(j->outcome, JOURNAL_OUTCOME_REFUSED))
+        return "Refused";
+    return "TurnFailed";
+}
+
+static void failure_of(const struct reconcile_input *in, struct failure *f)
+{
+    const struct observed_journal *j = &in->journal;
+    const struct session_spec *s = in->spec;
+    memset(f, 0, sizeof *f);
+    f->reason = failure_reason(j, &f->model_error);
+    if (j->message && *j->message)
+        f->message = xasprintf("turn %lld: %s", (long long)j->turn, j->message);
+    else if (j->limit)
+        f->message = xasprintf("turn %lld: %s: used %lld of %lld", (long long)j->turn, j->limit,
+                               (long long)j->limit_used, (long long)j->limit_max);
+    else
+        f->message = xasprintf("turn %lld ended: %s%s%s", (long long)j->turn,
+                               j->outcome ? j->outcome : "error", j->reason ? " " : "",
+                               j->reason ? j->reason : "");
+    f->blocked = streq(j->outcome, JOURNAL_OUTCOME_LIMIT) && limit_still_reached(s, j);
+    if (f->blocked && streq(j->limit, "timeoutSeconds"))
+        f->hint = xasprintf("raise spec.limits.timeoutSeconds above %lld to continue",
+                            (long long)(j->limit_used / 1000));
+    else if (f->blocked)
+        f->hint = xasprintf("raise spec.limits.%s above %lld to continue", j->limit,
+                            (long long)j->limit_used);
+    else if (streq(j->outcome, JOURNAL_OUTCOME_LIMIT) && j->limit && limit_value(s, j->limit) >= 0)
+        /* raised: the next pass between turns journals the retry by itself
+         * (once the turn's Job has ended) */
+        f->hint = xasprintf("spec.limits.%s was raised: a new turn continues from the journal",
+                            j->limit);
+    else
+        f->hint = xstrdup("continue with a new message (kubectl tern say) or kubectl tern retry");
+}
+
+static void failure_done(struct failure *f)
+{
+    free(f->message);
+    free(f->hint);
+}
+
+/* The retry event that continues a failed session. */
+static void append_retry(struct reconcile_output *out, const struct reconcile_input *in,
+                         const char *why, cJSON *d, const char *key_suffix)
+{
+    json_add_string(d, "reason", why);
+    json_add_int64(d, "turn", in->journal.turn);
+    if (in->journal.reason)
+        json_add_string(d, "after", in->journal.reason);
+    char *key = xasprintf("retry/%lld/%s", (long long)in->journal.turn, key_suffix);
+    append(out, "retry", in->journal.turn, key, d);
+    free(key);
+}
+
+/* ---- stuck sessions -------------------------------------------------------- */
+
+/* Waiting reasons that do not go away by waiting (the kubelet's). */
+/* Unschedulable for RECONCILE_UNSCHEDULABLE_GRACE seconds or more (or for
+ * an unknown time); a younger one is looked at again when the grace ends. */
+static bool unschedulable_for_long(const char *msg, int64_t since, int64_t now,
+                                   struct reconcile_output *out)
+{
+    if (!msg)
+        return false;
+    if (since <= 0 || now - since >= RECONCILE_UNSCHEDULABLE_GRACE)
+        return true;
+    int64_t left = RECONCILE_UNSCHEDULABLE_GRACE - (now - since);
+    if (!out->requeue_after || left < out->requeue_after)
+        out->requeue_after = left;
+    return false;
+}
+
+static bool stuck_waiting(const char *r)
+{
+    return r && strcmp(r, "ContainerCreating") != 0 && strcmp(r, "PodInitializing") != 0;
+}
+
+/* "ModelUnreachable: model http://...: Couldn't connect" -> "ModelUnreachable"
+ * into out (a CamelCase word of at most 63 characters), else NULL. */
+static const char *message_class(const char *msg, char out[64])
+{
+    if (!msg)
+        return NULL;
+    size_t n = 0;
+    while (n < 63 && ((msg[n] >= 'A' && msg[n] <= 'Z') || (msg[n] >= 'a' && msg[n] <= 'z') ||
+                      (msg[n] >= '0' && msg[n] <= '9')))
+        n++;
+    if (n == 0 || msg[n] != ':' || !(msg[0] >= 'A' && msg[0] <= 'Z'))
+        return NULL;
+    memcpy(out, msg, n);
+    out[n] = 0;
+    return out;
+}
+
+static const char *model_error_class(const char *cls)
+{
+    if (streq(cls, "ModelUnreachable"))
+        return "unreachable";
+    if (streq(cls, "ModelRateLimited"))
+        return "rate_limited";
+    if (streq(cls, "ModelServerError"))
+        return "server_error";
+    return NULL;
+}
+
+/* ---- the decision ------------------------------------------------------------ */
+
 void reconcile_decide(const struct reconcile_input *in, struct reconcile_output *out)
 {
     memset(out, 0, sizeof *out);
+    out->signals.first_request_latency = -1;
+    out->signals.approval_wait = -1;
+    out->signals.old_phase = old_str(in->status, "phase", NULL);
     const struct observed_journal *j = &in->journal;
 
     if (in->deleting) {
@@ -286,33 +533,94 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     if (!in->has_finalizer)
         add(out, RA_ADD_FINALIZER);
     if (!in->spec) {
-        decide_invalid(in, out);
+        decide_invalid(in, out, in->invalid);
         return;
     }
     const struct session_spec *s = in->spec;
+    /* a cost limit needs a price: refused, not silently unlimited */
+    if (s->limits.max_cost_micro_usd > 0 && !in->price_json) {
+        char *msg;
+        if (in->price_error)
+            msg = xasprintf("spec.limits.maxCostMicroUSD: the price table (%s) cannot be read "
+                            "(%s), so the cost limit cannot be enforced; fix it or set "
+                            "maxCostMicroUSD: 0",
+                            in->price_table ? in->price_table : "none", in->price_error);
+        else if (!in->price_table)
+            msg = xasprintf("spec.limits.maxCostMicroUSD: the operator has no price table "
+                            "(--prices-configmap), so the cost limit cannot be enforced; set "
+                            "maxCostMicroUSD: 0 or install the price table");
+        else
+            msg = xasprintf("spec.limits.maxCostMicroUSD: model \"%s\" has no price in the "
+                            "price table (%s); add an entry for it there or set "
+                            "maxCostMicroUSD: 0",
+                            s->model.name ? s->model.name : "", in->price_table);
+        decide_invalid(in, out, msg);
+        free(msg);
+        out->requeue_after = 30; /* the price table is not watched: look again */
+        return;
+    }
 
     /* --- the state of the current turn ---------------------------------- */
     bool job_active = in->job.exists && !in->job.complete && !in->job.failed;
     bool running = job_active; /* a turn Job is working */
     bool between_turns = !job_active;
-    /* a Job that ended without its turn ending in the journal */
-    if (in->job.exists && (in->job.complete || in->job.failed) && in->job.turn >= j->turn &&
-        !j->outcome && j->turn > 0) {
+    bool job_end_recorded = false;
+    /* a Job that ended without its turn ending in the journal: its turn
+     * started and did not finish, or it never started (the runner failed
+     * before it could journal turn_started, e.g. exit 78) */
+    bool ended = in->job.exists && (in->job.complete || in->job.failed);
+    bool unfinished = in->job.turn == j->turn && !j->outcome && j->turn > 0;
+    bool never_started = in->job.turn > j->turn;
+    if (ended && (unfinished || never_started)) {
         cJSON *d = cJSON_CreateObject();
-        json_add_string(d, "outcome", JOURNAL_OUTCOME_ERROR);
-        json_add_string(d, "reason", in->job.failed ? "JobFailed" : "RunnerExitedEarly");
-        char *msg = xasprintf("turn Job %s-t%lld %s%s%s", s->name, (long long)in->job.turn,
-                              in->job.failed ? "failed" : "completed without finishing the turn",
-                              in->job.failed_reason ? ": " : "",
-                              in->job.failed_reason ? in->job.failed_reason : "");
+        char cls_buf[64];
+        const char *cls = message_class(in->job.last_message, cls_buf);
+        char *msg;
+        const char *reason;
+        if (in->job.failed && streq(in->job.failed_reason, "DeadlineExceeded")) {
+            /* the Job's activeDeadlineSeconds is the session's timeoutSeconds */
+            json_add_string(d, "outcome", JOURNAL_OUTCOME_LIMIT);
+            reason = "timeoutSeconds";
+            json_add_string(d, "limit", "timeoutSeconds");
+            json_add_int64(d, "used", s->limits.timeout_seconds * 1000);
+            json_add_int64(d, "max", s->limits.timeout_seconds * 1000);
+            msg = xasprintf("timeoutSeconds: turn Job %s-t%lld ran into its deadline, %d s past "
+                            "the session's %lld s (a model or tool call outlasted the session's "
+                            "time)",
+                            s->name, (long long)in->job.turn, CHILDREN_DEADLINE_GRACE,
+                            (long long)s->limits.timeout_seconds);
+        } else if (in->job.failed) {
+            json_add_string(d, "outcome", JOURNAL_OUTCOME_ERROR);
+            bool config = in->job.last_exit_code == CHILDREN_RUNNER_EXIT_CONFIG;
+            reason = config ? "RunnerConfigError" : "JobFailed";
+            char attempt[TERN_TERMINATION_MAX + 64] = "";
+            if (in->job.last_exit_code > 0)
+                snprintf(attempt, sizeof attempt, "; the last attempt exited %d%s%s",
+                         in->job.last_exit_code, in->job.last_message ? ": " : "",
+                         in->job.last_message ? in->job.last_message : "");
+            msg = xasprintf("turn Job %s-t%lld failed%s%s%s%s%s", s->name,
+                            (long long)in->job.turn,
+                            never_started ? " before its turn started" : "",
+                            in->job.failed_reason ? " (" : "",
+                            in->job.failed_reason ? in->job.failed_reason : "",
+                            in->job.failed_reason ? ")" : "", attempt);
+            if (!config && cls && model_error_class(cls))
+                out->signals.model_error = model_error_class(cls);
+        } else {
+            json_add_string(d, "outcome", JOURNAL_OUTCOME_ERROR);
+            reason = "RunnerExitedEarly";
+            msg = xasprintf("turn Job %s-t%lld completed without finishing the turn", s->name,
+                            (long long)in->job.turn);
+        }
+        json_add_string(d, "reason", reason);
         json_add_string(d, "message", msg);
         char *key = xasprintf("turn/%lld/job-ended", (long long)in->job.turn);
         append(out, "turn_finished", in->job.turn, key, d);
-        event(out, "Warning", "TurnFailed", msg);
+        /* (the Warning comes with the Failed status on the next pass) */
         free(key);
         free(msg);
         out->requeue_after = 1;
-        /* the status follows from the journal on the next pass */
+        job_end_recorded = true;
     }
 
     /* --- a fork copies its parent's journal and workspace first ---------- */
@@ -327,12 +635,21 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     cJSON *forks = cJSON_IsArray(json_get(in->status, "forks"))
                        ? json_dup(json_get(in->status, "forks"))
                        : cJSON_CreateArray();
+    cJSON *st = status_base(in);
+
+    /* --- failed? (a continuation in the journal lifts it) --------------- */
+    bool failed = terminal_outcome(j->outcome) && !j->intent_pending && !job_end_recorded;
+    struct failure fail = {0};
+    if (failed)
+        failure_of(in, &fail);
 
     /* --- intents, only between turns ---------------------------------- */
     bool decided = false;
     bool fresh = j->last_seq == 0;
     bool new_intent = false;
-    if (between_turns && !out->requeue_after && forked) {
+    int64_t waiting_messages = 0;
+    int64_t intent_requeue = 0;
+    if (between_turns && !job_end_recorded && forked) {
         if (fresh && !s->fork_from.set) {
             cJSON *d = cJSON_CreateObject();
             json_add_string(d, "source", "objective");
@@ -342,52 +659,119 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         }
         decide_approval(in, out, &decided);
         new_intent = new_intent || decided;
-        /* queued messages: spec.messages[i] is journal message i+1 */
+        /* queued messages: spec.messages[i] is journal message i+1; a
+         * session stopped at a limit takes them once the limit is raised */
         int64_t done = j->messages > 0 ? j->messages - 1 : 0;
         if (!j->pending_id && !fresh) {
-            for (int64_t i = done; i < (int64_t)s->nmessages; i++) {
+            if (failed && fail.blocked) {
+                waiting_messages = (int64_t)s->nmessages - done;
+            } else {
+                for (int64_t i = done; i < (int64_t)s->nmessages; i++) {
+                    cJSON *d = cJSON_CreateObject();
+                    json_add_string(d, "source", "spec.messages");
+                    json_add_int64(d, "index", i);
+                    json_add_string(d, "text", s->messages[i]);
+                    char *key = xasprintf("message/%lld", (long long)i);
+                    append(out, "user_message", j->turn, key, d);
+                    free(key);
+                    new_intent = true;
+                }
+            }
+        }
+        /* a failed session continues when its failure is removed */
+        if (failed && !new_intent) {
+            if (in->ann_retry) {
+                if (fail.blocked) {
+                    char *note = xasprintf("not retried: %s; %s", fail.message, fail.hint);
+                    event(out, "Warning", "RetryRejected", note);
+                    free(note);
+                } else {
+                    cJSON *d = cJSON_CreateObject();
+                    if (in->ann_decided_by)
+                        json_add_string(d, "by", in->ann_decided_by);
+                    append_retry(out, in, "Retry", d, "retry");
+                    char *note = xasprintf("retrying: a new turn continues from the journal "
+                                           "after %s (%s)",
+                                           fail.reason, fail.message);
+                    event(out, "Normal", "Retrying", note);
+                    free(note);
+                    new_intent = true;
+                }
+            } else if (streq(j->outcome, JOURNAL_OUTCOME_LIMIT) && j->limit && !fail.blocked) {
+                int64_t now_v = limit_value(s, j->limit);
                 cJSON *d = cJSON_CreateObject();
-                json_add_string(d, "source", "spec.messages");
-                json_add_int64(d, "index", i);
-                json_add_string(d, "text", s->messages[i]);
-                char *key = xasprintf("message/%lld", (long long)i);
-                append(out, "user_message", j->turn, key, d);
-                free(key);
+                json_add_string(d, "limit", j->limit);
+                json_add_int64(d, "from", j->limit_max);
+                json_add_int64(d, "to", now_v);
+                append_retry(out, in, "LimitRaised", d, "limit");
+                char *note = xasprintf("spec.limits.%s is now %lld (was %lld, %lld used): a new "
+                                       "turn continues from the journal",
+                                       j->limit,
+                                       (long long)(streq(j->limit, "timeoutSeconds")
+                                                       ? now_v / 1000 : now_v),
+                                       (long long)(streq(j->limit, "timeoutSeconds")
+                                                       ? j->limit_max / 1000 : j->limit_max),
+                                       (long long)(streq(j->limit, "timeoutSeconds")
+                                                       ? j->limit_used / 1000 : j->limit_used));
+                event(out, "Normal", "Retrying", note);
+                free(note);
                 new_intent = true;
             }
+        } else if (in->ann_retry) {
+            /* (failed but continued by a message in this pass: nothing to say) */
+            if (!failed) {
+                char *note = xasprintf("not retried: nothing failed (the last turn ended %s)",
+                                       j->outcome ? j->outcome : "without an outcome yet");
+                event(out, "Warning", "RetryRejected", note);
+                free(note);
+            }
+        }
+        if (in->ann_retry) {
+            struct reconcile_action *rm = add(out, RA_REMOVE_ANNOTATIONS);
+            rm->keys[0] = xstrdup(RECONCILE_ANN_RETRY);
+            if (in->ann_decided_by && !in->ann_approve && !in->ann_deny)
+                rm->keys[1] = xstrdup(RECONCILE_ANN_DECIDED_BY);
         }
         /* approval timeout */
         if (j->pending_id && !decided && s->approval.timeout_seconds > 0) {
             int64_t deadline = j->pending_requested_at + s->approval.timeout_seconds;
             if (in->now >= deadline) {
-                bool fail = s->approval.on_timeout == SESSION_ON_TIMEOUT_FAIL;
+                bool fail_it = s->approval.on_timeout == SESSION_ON_TIMEOUT_FAIL;
                 cJSON *d = cJSON_CreateObject();
                 json_add_string(d, "id", j->pending_id);
                 json_add_string(d, "decision", "denied");
                 json_add_string(d, "decidedBy", "tern.dev/approval-timeout");
+                char *why = xasprintf("no decision within %lld s",
+                                      (long long)s->approval.timeout_seconds);
+                json_add_string(d, "reason", why);
+                free(why);
                 char *key = xasprintf("decision/%s", j->pending_id);
                 append(out, "approval_decided", j->turn, key, d);
                 free(key);
                 char *note = xasprintf("approval %s timed out after %lld s: %s", j->pending_id,
                                        (long long)s->approval.timeout_seconds,
-                                       fail ? "session failed" : "denied");
+                                       fail_it ? "session failed" : "denied");
                 event(out, "Warning", "ApprovalTimedOut", note);
-                free(note);
-                if (fail) {
+                out->signals.approval_wait = (double)(in->now - j->pending_requested_at);
+                if (fail_it) {
                     cJSON *f = cJSON_CreateObject();
                     json_add_string(f, "outcome", JOURNAL_OUTCOME_ERROR);
                     json_add_string(f, "reason", "ApprovalTimeout");
+                    json_add_string(f, "message", note);
                     char *k2 = xasprintf("turn/%lld/approval-timeout", (long long)j->turn);
                     append(out, "turn_finished", j->turn, k2, f);
                     free(k2);
                 }
+                free(note);
                 decided = true;
-                new_intent = !fail;
+                new_intent = !fail_it;
             } else {
-                out->requeue_after = deadline - in->now;
+                intent_requeue = deadline - in->now;
             }
         }
     }
+    if (new_intent)
+        failed = false; /* continued: decided again from the journal next pass */
     /* after our own appends the journal moves on; decide the rest on the
      * next pass (triggered by the summary watch), except for children that
      * do not depend on it */
@@ -395,15 +779,18 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     for (size_t i = 0; i < out->nactions; i++)
         journal_moving = journal_moving || out->actions[i].kind == RA_JOURNAL_APPEND ||
                          out->actions[i].kind == RA_COPY_JOURNAL;
-    if (in->ann_fork && between_turns && forked && !journal_moving && !out->requeue_after) {
-        decide_fork(in, out, forks);
-        journal_moving = true;
+    /* forks are taken between turns, also while an approval is pending (the
+     * child inherits it and decides it on its own) */
+    if (in->ann_fork && between_turns && forked && !journal_moving && !job_end_recorded) {
+        decide_fork(in, out, st, forks, failed);
+        journal_moving = journal_moving || count_kind(out, RA_JOURNAL_APPEND) > 0;
     }
+    if (intent_requeue && (!out->requeue_after || intent_requeue < out->requeue_after))
+        out->requeue_after = intent_requeue;
 
-    bool limit = streq(j->outcome, JOURNAL_OUTCOME_LIMIT);
-    bool failed = terminal_outcome(j->outcome);
-    bool want_turn = !failed && !s->suspend && !j->pending_id && !running && forked &&
-                     in->forks_copying == 0 && (j->intent_pending || new_intent);
+    bool limit = failed && streq(j->outcome, JOURNAL_OUTCOME_LIMIT);
+    bool want_turn = !failed && !job_end_recorded && !s->suspend && !j->pending_id && !running &&
+                     forked && in->forks_copying == 0 && (j->intent_pending || new_intent);
 
     /* --- children that always exist ---------------------------------- */
     if (!in->pvc_exists)
@@ -413,7 +800,86 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     if (!in->task_exists)
         create(out, "v1/configmaps", children_task_configmap(s));
     if (!in->netpol_exists)
-        create(out, "networking.k8s.io/v1/networkpolicies", children_network_policy(s));
+        create(out, "networking.k8s.io/v1/networkpolicies", children_network_policy(s, in->cfg));
+
+    /* --- stuck: something the session needs is missing or failing -------- */
+    const char *stuck = NULL; /* CamelCase reason */
+    char *stuck_msg = NULL;
+    bool stuck_sandbox = false, stuck_runner = false;
+    /* (a failed parent keeps serving its workspace to forks that copy it) */
+    bool need_sandbox = (!failed && (running || (want_turn && !s->suspend) || !forked)) ||
+                        in->forks_copying > 0;
+    if (!failed && in->refs_checked && want_turn && in->runner_refs.reason) {
+        stuck = in->runner_refs.reason;
+        stuck_msg = xstrdup(in->runner_refs.message ? in->runner_refs.message : "");
+        stuck_runner = true;
+    } else if (!failed && in->refs_checked && need_sandbox && !in->pod.exists &&
+               in->sandbox_refs.reason) {
+        stuck = in->sandbox_refs.reason;
+        stuck_msg = xstrdup(in->sandbox_refs.message ? in->sandbox_refs.message : "");
+        stuck_sandbox = true;
+    } else if (!failed && need_sandbox && in->pod.exists && !in->pod.deleting &&
+               unschedulable_for_long(in->pod.unschedulable, in->pod.unschedulable_since, in->now,
+                                      out)) {
+        stuck = "Unschedulable";
+        stuck_msg = xasprintf("sandbox pod %s-sandbox cannot be scheduled: %s", s->name,
+                              in->pod.unschedulable);
+        stuck_sandbox = true;
+    } else if (!failed && need_sandbox && in->pod.exists && !in->pod.deleting &&
+               !in->pod.ready && stuck_waiting(in->pod.waiting_reason)) {
+        stuck = in->pod.waiting_reason;
+        stuck_msg = xasprintf("sandbox pod %s-sandbox: %s%s%s", s->name, in->pod.waiting_reason,
+                              in->pod.waiting_message ? ": " : "",
+                              in->pod.waiting_message ? in->pod.waiting_message : "");
+        stuck_sandbox = true;
+    } else if (!failed && job_active &&
+               unschedulable_for_long(in->job.pod_unschedulable,
+                                      in->job.pod_unschedulable_since, in->now, out)) {
+        stuck = "Unschedulable";
+        stuck_msg = xasprintf("turn %lld's runner pod cannot be scheduled: %s",
+                              (long long)in->job.turn, in->job.pod_unschedulable);
+        stuck_runner = true;
+    } else if (!failed && job_active && stuck_waiting(in->job.pod_waiting_reason)) {
+        stuck = in->job.pod_waiting_reason;
+        stuck_msg = xasprintf("turn %lld's runner pod: %s%s%s", (long long)in->job.turn,
+                              in->job.pod_waiting_reason, in->job.pod_waiting_message ? ": " : "",
+                              in->job.pod_waiting_message ? in->job.pod_waiting_message : "");
+        stuck_runner = true;
+    } else if (!failed && job_active && in->job.failed_pods > 0 && in->job.last_exit_code > 0 &&
+               in->job.last_failed_at >= j->updated_at) {
+        /* attempts fail and nothing was journaled since the last one */
+        char cls_buf[64];
+        const char *cls = message_class(in->job.last_message, cls_buf);
+        stuck = cls ? (streq(cls, "ModelUnreachable")     ? "ModelUnreachable"
+                       : streq(cls, "ModelRateLimited")   ? "ModelRateLimited"
+                       : streq(cls, "ModelServerError")   ? "ModelServerError"
+                       : streq(cls, "SandboxUnreachable") ? "SandboxUnreachable"
+                       : streq(cls, "JournalUnavailable") ? "JournalUnavailable"
+                       : streq(cls, "SandboxNotReady")    ? "SandboxNotReady"
+                       : streq(cls, "ToolServerUnreachable") ? "ToolServerUnreachable"
+                                                          : "AttemptFailed")
+                    : "AttemptFailed";
+        stuck_msg = xasprintf("turn %lld: attempt %lld of %lld failed (exit %d)%s%s; the Job "
+                              "retries",
+                              (long long)in->job.turn, (long long)in->job.failed_pods,
+                              (long long)in->cfg->turn_backoff_limit + 1,
+                              in->job.last_exit_code, in->job.last_message ? ": " : "",
+                              in->job.last_message ? in->job.last_message : "");
+        stuck_runner = true;
+        /* counted once per attempt, when the attempt is first told */
+        if (!streq(old_str(in->status, "message", NULL), stuck_msg) && cls)
+            out->signals.model_error = model_error_class(cls);
+    }
+    /* blocked on a reference before: check again whether it is there now */
+    const char *old_reason = old_str(in->status, "reason", NULL);
+    if (!in->refs_checked &&
+        (streq(old_reason, "SecretNotFound") || streq(old_reason, "SecretKeyNotFound") ||
+         streq(old_reason, "ConfigMapNotFound") || streq(old_reason, "ServiceAccountNotFound")))
+        out->wants_refs = true;
+    bool refs_block = stuck && in->refs_checked &&
+                      (stuck == in->runner_refs.reason || stuck == in->sandbox_refs.reason);
+    if (refs_block && (!out->requeue_after || out->requeue_after > 10))
+        out->requeue_after = 10; /* the referenced objects are not watched */
 
     /* --- the sandbox pod ------------------------------------------------ */
     char hash[17];
@@ -421,8 +887,6 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     bool pod_usable = in->pod.exists && !in->pod.deleting && !streq(in->pod.phase, "Failed") &&
                       !streq(in->pod.phase, "Succeeded");
     bool pod_stale = pod_usable && !streq(in->pod.sandbox_hash, hash);
-    bool need_sandbox = !failed && (running || (want_turn && !s->suspend) || !forked ||
-                                    in->forks_copying > 0);
     bool sandbox_ready = pod_usable && !pod_stale && in->pod.ready && in->pod.ip;
     if (in->pod.exists && !in->pod.deleting && !running) {
         bool park = false;
@@ -437,7 +901,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             char *key = xasprintf("sandbox/%s", hash);
             append(out, "sandbox_switched", j->turn, key, d);
             free(key);
-        } else if (s->suspend || failed) {
+        } else if ((s->suspend || failed) && in->forks_copying == 0) {
             why = s->suspend ? "suspended: the sandbox pod is removed, the workspace kept"
                              : "the session ended: the sandbox pod is removed";
         } else if (!need_sandbox && s->sandbox.idle_suspend_seconds > 0) {
@@ -456,9 +920,20 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             sandbox_ready = false;
         }
     }
-    if (need_sandbox && !in->pod.exists && !journal_moving) {
+    if (need_sandbox && !in->pod.exists && !journal_moving && !stuck_sandbox) {
+        if (!in->refs_checked)
+            out->wants_refs = true;
         create(out, "v1/pods", children_sandbox_pod(s, in->cfg));
         event(out, "Normal", "SandboxCreated", "sandbox pod created");
+        if (s->permissions.nhosts && !in->cfg->egress_proxy) {
+            char *note = xasprintf(
+                "spec.permissions.networkAllowlist names hosts (the first: %s), but this operator "
+                "runs without an egress proxy (--egress-proxy), so they allow nothing; only the "
+                "CIDR entries are reachable",
+                s->permissions.hosts[0].text);
+            event(out, "Warning", "EgressProxyMissing", note);
+            free(note);
+        }
     }
 
     /* --- a fork's workspace copy ------------------------------------------ */
@@ -474,8 +949,12 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             cJSON *d = cJSON_CreateObject();
             json_add_string(d, "outcome", JOURNAL_OUTCOME_ERROR);
             json_add_string(d, "reason", "ForkCopyFailed");
+            char *msg = xasprintf("the workspace copy Job %s-copy failed%s%s", s->name,
+                                  in->copy_job.failed_message ? ": " : "",
+                                  in->copy_job.failed_message ? in->copy_job.failed_message : "");
+            json_add_string(d, "message", msg);
+            free(msg);
             append(out, "turn_finished", j->turn, "fork/copy-failed", d);
-            event(out, "Warning", "ForkCopyFailed", "the workspace copy Job failed");
         } else if (!in->copy_job.exists && sandbox_ready && in->fork_parent_address) {
             char *to = xasprintf("%s:%d", in->pod.ip, SANDBOX_PORT);
             char *ptok = children_name(s->fork_from.session, "sandbox-token");
@@ -490,8 +969,10 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     /* --- the next turn ------------------------------------------------ */
     int64_t next_turn = j->turn + 1;
     bool job_for_next = in->job.exists && in->job.turn == next_turn;
-    if (want_turn && sandbox_ready && !journal_moving && !job_for_next) {
-        create(out, "batch/v1/jobs", children_turn_job(s, in->cfg, next_turn));
+    if (want_turn && sandbox_ready && !journal_moving && !job_for_next && !stuck_runner) {
+        if (!in->refs_checked)
+            out->wants_refs = true;
+        create(out, "batch/v1/jobs", children_turn_job(s, in->cfg, next_turn, in->price_json));
         char *note = xasprintf("turn %lld started", (long long)next_turn);
         event(out, "Normal", "TurnStarted", note);
         free(note);
@@ -501,48 +982,95 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         running = true;
 
     /* --- status ------------------------------------------------------- */
+    bool completed = streq(j->outcome, JOURNAL_OUTCOME_COMPLETED) && !j->intent_pending &&
+                     !new_intent && !journal_moving && !j->pending_id && !running;
     const char *phase;
     if (failed)
         phase = "Failed";
+    else if (stuck)
+        phase = "Blocked";
     else if (!forked)
         phase = "Provisioning";
     else if (running)
         phase = "Running";
     else if (j->pending_id)
         phase = "WaitingForApproval";
+    else if (completed) /* a finished session stays finished when suspended */
+        phase = "Succeeded";
     else if (s->suspend)
         phase = "Suspended";
     else if (want_turn || journal_moving)
         phase = j->last_seq == 0 && !in->pod.exists ? "Pending" : "Provisioning";
-    else if (streq(j->outcome, JOURNAL_OUTCOME_COMPLETED))
-        phase = "Succeeded";
     else
         phase = "Pending";
     out->phase = phase;
 
-    cJSON *st = status_base(in);
     json_add_string(st, "phase", phase);
-    bool ok = !failed;
     const char *ready_reason = phase;
-    if (!forked && !failed)
+    const char *ready_msg = "";
+    if (!forked && !failed && !stuck) {
         ready_reason = "Forking";
-    set_cond(st, in, "Ready", ok && strcmp(phase, "Pending") && strcmp(phase, "Provisioning"),
-             failed ? (limit ? "BudgetExhausted"
-                       : streq(j->outcome, JOURNAL_OUTCOME_REFUSED) ? "Refused" : "TurnFailed")
-                    : ready_reason,
-             failed ? "the session failed"
-                    : (!forked ? "copying the parent's journal and workspace" : ""));
-    set_cond(st, in, "SandboxReady", sandbox_ready, sandbox_ready ? "PodReady" : "NoSandbox",
-             sandbox_ready ? "" : "the sandbox pod is not running");
-    set_cond(st, in, "TurnRunning", running, running ? "JobActive" : "BetweenTurns", "");
+        ready_msg = "copying the parent's journal and workspace";
+    }
+    char *fail_msg = NULL;
+    if (failed) {
+        if (waiting_messages > 0)
+            fail_msg = xasprintf("%s; %s (%lld message%s of spec.messages wait%s for that)",
+                                 fail.message, fail.hint, (long long)waiting_messages,
+                                 waiting_messages == 1 ? "" : "s",
+                                 waiting_messages == 1 ? "s" : "");
+        else
+            fail_msg = xasprintf("%s; %s", fail.message, fail.hint);
+        ready_reason = fail.reason;
+        ready_msg = fail_msg;
+        out->reason = fail.reason;
+    } else if (stuck) {
+        ready_reason = stuck;
+        ready_msg = stuck_msg;
+        out->reason = stuck;
+    }
+    set_cond(st, in, "Ready", !failed && !stuck && strcmp(phase, "Pending") &&
+                                  strcmp(phase, "Provisioning"),
+             ready_reason, ready_msg);
+    if (stuck_sandbox)
+        set_cond(st, in, "SandboxReady", false, stuck, stuck_msg);
+    else
+        set_cond(st, in, "SandboxReady", sandbox_ready, sandbox_ready ? "PodReady" : "NoSandbox",
+                 sandbox_ready ? "" : "the sandbox pod is not running");
+    if (stuck_runner)
+        set_cond(st, in, "TurnRunning", running, running ? "Retrying" : stuck, stuck_msg);
+    else
+        set_cond(st, in, "TurnRunning", running, running ? "JobActive" : "BetweenTurns", "");
     set_cond(st, in, "ApprovalPending", j->pending_id != NULL,
              j->pending_id ? "WaitingForDecision" : "NothingPending",
              j->pending_summary ? j->pending_summary : "");
-    set_cond(st, in, "BudgetExhausted", limit, limit ? "LimitReached" : "WithinLimits", "");
-    set_cond(st, in, "Completed", strcmp(phase, "Succeeded") == 0,
-             strcmp(phase, "Succeeded") == 0 ? "FinalAnswer" : "NotFinished", "");
-    set_cond(st, in, "Failed", failed, failed ? (limit ? "LimitReached" : "TurnFailed") : "NotFailed",
-             "");
+    set_cond(st, in, "BudgetExhausted", limit, limit ? "LimitReached" : "WithinLimits",
+             limit ? fail.message : "");
+    set_cond(st, in, "Completed", completed && !failed && !stuck,
+             completed ? "FinalAnswer" : "NotFinished", "");
+    set_cond(st, in, "Failed", failed, failed ? fail.reason : "NotFailed",
+             failed ? fail_msg : "");
+    if (failed || stuck) {
+        char *m = cond_bounded(failed ? fail_msg : stuck_msg, STATUS_MESSAGE_MAX);
+        json_add_string(st, "reason", failed ? fail.reason : stuck);
+        json_add_string(st, "message", m);
+        free(m);
+    }
+    if (failed) {
+        cJSON *f = cJSON_AddObjectToObject(st, "failure");
+        json_add_int64(f, "turn", j->turn);
+        json_add_string(f, "reason", fail.reason);
+        char *m = cond_bounded(fail.message, STATUS_MESSAGE_MAX);
+        json_add_string(f, "message", m);
+        free(m);
+        if (j->limit) {
+            json_add_string(f, "limit", j->limit);
+            json_add_int64(f, "used", j->limit_used);
+            json_add_int64(f, "max", j->limit_max);
+        }
+        cJSON_AddItemToObject(f, "blocked", cJSON_CreateBool(fail.blocked));
+        json_add_string(f, "hint", fail.hint);
+    }
 
     cJSON *sb = cJSON_AddObjectToObject(st, "sandbox");
     char *podname = children_name(s->name, "sandbox");
@@ -584,7 +1112,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         if (!streq(old_str(in->status, "pendingApproval", "id"), j->pending_id)) {
             char *note = xasprintf("approval %s requested: %s", j->pending_id,
                                    j->pending_summary ? j->pending_summary : "");
-            event(out, "Normal", "ApprovalRequested", note);
+            status_event(out, "Normal", "ApprovalRequested", note);
             free(note);
         }
     }
@@ -596,20 +1124,38 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         if (j->result_artifacts)
             cJSON_AddItemToObject(r, "artifacts", json_dup(j->result_artifacts));
     }
+    if (j->first_request) {
+        json_add_string(st, "firstModelRequestTime", j->first_request);
+        if (!old_str(in->status, "firstModelRequestTime", NULL) && !is_fork &&
+            j->first_request_at >= in->created_at && in->created_at > 0)
+            out->signals.first_request_latency = j->first_request_at - in->created_at;
+    }
     if (cJSON_GetArraySize(forks) > 0)
         cJSON_AddItemToObject(st, "forks", forks);
     else
         cJSON_Delete(forks);
     forks = NULL;
-    /* announce terminal transitions once */
-    const char *old_phase = old_str(in->status, "phase", NULL);
-    if (!streq(old_phase, phase)) {
-        if (strcmp(phase, "Succeeded") == 0)
-            event(out, "Normal", "Completed", j->result_summary ? j->result_summary : "done");
-        else if (strcmp(phase, "Failed") == 0)
-            event(out, "Warning", limit ? "BudgetExhausted" : "Failed",
-                  limit ? "a limit was reached" : "the session failed");
+    /* announce transitions once: terminal ones, and every new reason or
+     * message of a failure or of being stuck */
+    const char *old_phase = out->signals.old_phase;
+    const char *old_msg = old_str(in->status, "message", NULL);
+    const char *new_msg = old_str(st, "message", NULL);
+    if (!streq(old_phase, phase) && strcmp(phase, "Succeeded") == 0) {
+        status_event(out, "Normal", "Completed", j->result_summary ? j->result_summary : "done");
+        out->signals.ended_reason = "Completed";
+    } else if (failed && (!streq(old_phase, phase) || !streq(old_msg, new_msg))) {
+        status_event(out, "Warning", fail.reason, new_msg);
+        if (!streq(old_phase, phase)) {
+            out->signals.ended_reason = fail.reason;
+            if (!out->signals.model_error)
+                out->signals.model_error = fail.model_error;
+        }
+    } else if (stuck && (!streq(old_phase, phase) || !streq(old_msg, new_msg))) {
+        status_event(out, "Warning", stuck, new_msg);
     }
+    failure_done(&fail);
+    free(fail_msg);
+    free(stuck_msg);
     out->status = st;
 }
 

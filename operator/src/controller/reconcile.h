@@ -26,6 +26,7 @@
 #define RECONCILE_ANN_REASON     "tern.dev/reason"
 #define RECONCILE_ANN_FORK       "tern.dev/fork"
 #define RECONCILE_ANN_RETAIN     "tern.dev/retain-journal" /* "true": keep it on delete */
+#define RECONCILE_ANN_RETRY      "tern.dev/retry" /* continue a failed session (any value) */
 #define RECONCILE_LABEL_FORK_OF  "tern.dev/forked-from-uid" /* on fork children */
 
 struct observed_pod {
@@ -35,6 +36,10 @@ struct observed_pod {
     bool ready;
     const char *ip;           /* status.podIP or NULL */
     const char *sandbox_hash; /* the tern.dev/sandbox-hash annotation */
+    const char *waiting_reason;  /* a container's state.waiting.reason, or NULL */
+    const char *waiting_message; /* ... and its message (or the last termination's) */
+    const char *unschedulable;   /* PodScheduled=False/Unschedulable: its message, or NULL */
+    int64_t unschedulable_since; /* that condition's lastTransitionTime (unix s), 0 unknown */
 };
 
 struct observed_job {
@@ -43,7 +48,28 @@ struct observed_job {
     bool complete;            /* condition Complete=True */
     bool failed;              /* condition Failed=True */
     const char *failed_reason;/* that condition's reason */
+    const char *failed_message; /* that condition's message */
     int64_t failed_pods;      /* status.failed */
+    /* the Job's latest failed pod (an attempt that failed), if seen: */
+    int last_exit_code;       /* -1 when none is known */
+    const char *last_message; /* its state.terminated.message ("<Class>: ..."), or NULL */
+    int64_t last_failed_at;   /* its finishedAt, unix seconds */
+    /* the pod of the attempt now running, if stuck before starting: */
+    const char *pod_waiting_reason, *pod_waiting_message, *pod_unschedulable;
+    int64_t pod_unschedulable_since;
+};
+
+/* A pod the scheduler cannot place yet is reported (Blocked: Unschedulable)
+ * once it has stayed so this long: a real scheduler says Unschedulable for
+ * states that clear within seconds (a claim being provisioned and bound,
+ * a node coming up). */
+#define RECONCILE_UNSCHEDULABLE_GRACE 20
+
+/* Something a session needs that is not there (found by the shell before
+ * it creates a pod or a Job): a CamelCase reason and a message, or NULL. */
+struct observed_blocker {
+    const char *reason;
+    const char *message;
 };
 
 /* What the journal summary says (the shell maps journal_summary to this). */
@@ -62,6 +88,14 @@ struct observed_journal {
     int64_t model_turns, tool_calls, prompt_tokens, completion_tokens, cost_micro_usd;
     const char *result_summary;   /* last final answer */
     const cJSON *result_artifacts; /* array of strings, or NULL */
+    /* why the last turn ended (turn_finished data): */
+    const char *reason;           /* "maxTokens", "model_error", "JobFailed", ... or NULL */
+    const char *message;          /* for people, or NULL */
+    const char *limit;            /* the limit reached, or NULL */
+    int64_t limit_used, limit_max;
+    uint64_t good_seq;            /* the last event before a failure's tail */
+    const char *first_request;    /* RFC 3339 time of the first model request, or NULL */
+    double first_request_at;      /* ... as unix seconds (0 = none) */
 };
 
 struct reconcile_input {
@@ -69,7 +103,7 @@ struct reconcile_input {
     int64_t generation;
     bool deleting;
     bool has_finalizer;
-    const char *ann_approve, *ann_deny, *ann_decided_by, *ann_reason, *ann_fork;
+    const char *ann_approve, *ann_deny, *ann_decided_by, *ann_reason, *ann_fork, *ann_retry;
     bool retain_journal;
     const struct session_spec *spec; /* NULL when the spec is invalid */
     const char *invalid;             /* the validation message when spec is NULL */
@@ -90,7 +124,25 @@ struct reconcile_input {
 
     const char *new_token;           /* for the token Secret if it must be created */
     int64_t now;                     /* unix seconds */
+    double created_at;               /* metadata.creationTimestamp, unix seconds */
     const struct children_config *cfg;
+
+    /* the session named by tern.dev/fork, if it exists already */
+    bool fork_target_exists;
+    bool fork_target_ours;           /* ... and is a fork of this session (a retry) */
+
+    /* what the shell found missing before creating a pod or a Job (only
+     * filled when refs_checked; see reconcile_output.wants_refs) */
+    bool refs_checked;
+    struct observed_blocker sandbox_refs; /* ConfigMaps of context.files, skills, memory */
+    struct observed_blocker runner_refs;  /* the model key Secret, the runner ServiceAccount */
+
+    /* the price of spec.model.name for the runner Job, as a price table
+     * with that one entry ({"prices": {"<model>": {...}}}), or NULL when the
+     * table has none; a session with a cost limit needs one */
+    const char *price_json;
+    const char *price_table;         /* where the table comes from, for messages */
+    const char *price_error;         /* why no table could be read, or NULL */
 };
 
 enum reconcile_action_kind {
@@ -102,7 +154,7 @@ enum reconcile_action_kind {
     RA_COPY_JOURNAL,        /* from_uid, upto (into this session's journal) */
     RA_CREATE,              /* resource ("v1/pods"), object */
     RA_DELETE,              /* resource, name */
-    RA_EVENT,               /* event_type, reason, note */
+    RA_EVENT,               /* event_type, reason, note, after_status */
 };
 
 struct reconcile_action {
@@ -120,6 +172,17 @@ struct reconcile_action {
     char *event_type;       /* Normal | Warning */
     char *reason;
     char *note;
+    bool after_status;      /* an Event announcing the new status: told once it is written */
+};
+
+/* What happened, for the shell's metrics and logs (static strings). */
+struct reconcile_signals {
+    const char *old_phase;        /* the phase in the observed status, or NULL */
+    const char *ended_reason;     /* newly Succeeded ("Completed") or Failed (its reason) */
+    double first_request_latency; /* creation -> first model request, seconds; < 0 = none */
+    double approval_wait;         /* request -> decision of an approval decided now; < 0 = none */
+    const char *model_error;      /* a model error told now: unreachable, rate_limited,
+                                   * server_error, context_length, bad_request, malformed */
 };
 
 struct reconcile_output {
@@ -128,6 +191,12 @@ struct reconcile_output {
     cJSON *status;          /* the desired status; NULL = leave it alone */
     int64_t requeue_after;  /* seconds; 0 = only on change */
     const char *phase;      /* the decided phase (static string) */
+    const char *reason;     /* status.reason (static string), or NULL */
+    /* the decision would create the sandbox pod or a turn Job without
+     * having seen refs_checked: the shell checks what they reference and
+     * decides again */
+    bool wants_refs;
+    struct reconcile_signals signals;
 };
 
 /* Decides. Never fails: every outcome, including an invalid spec, is a

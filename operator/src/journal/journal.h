@@ -83,6 +83,7 @@ enum journal_type {
     JOURNAL_EV_LIMIT_REACHED,
     JOURNAL_EV_ERROR,
     JOURNAL_EV_SNAPSHOT, /* compaction: data {"upto", "summary", "state"} */
+    JOURNAL_EV_RETRY,    /* the operator continues a failed session: data {"reason", ...} */
 };
 
 /* "user_message" ... for a known type, NULL for UNKNOWN. */
@@ -149,6 +150,16 @@ struct journal_summary {
     char *result;           /* the last final answer (turn_finished data.summary
                              * with outcome "completed"), or NULL */
     cJSON *artifacts;       /* its data.artifacts (array of strings), or NULL */
+    /* why the last turn ended (turn_finished data; cleared by turn_started): */
+    char *reason;           /* data.reason, or NULL */
+    char *message;          /* data.message, at most TERN_JOURNAL_MAX_REASON bytes */
+    char *limit;            /* data.limit (a limit_reached outcome), or NULL */
+    int64_t limit_used, limit_max; /* data.used / data.max with it */
+    uint64_t good_seq;      /* the last event that is not part of a failure's
+                             * tail (limit_reached, error, a turn_finished whose
+                             * outcome is limit_reached/error/refused): where a
+                             * fork of a failed session starts */
+    char *first_request;    /* time of the first model_request, or NULL */
 };
 
 void journal_summary_init(struct journal_summary *s);
@@ -160,10 +171,15 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
  * model_turns++ and usage from data.usage {prompt_tokens, completion_tokens,
  * cost_micro_usd}; tool_call -> tool_calls++; approval_requested -> pending
  * = data {id, tool, summary}; approval_decided with data.id == pending id ->
- * pending cleared, last_decided = data.id; user_message and approval_decided
- * -> intent = true; turn_started -> outcome cleared, intent = false;
- * turn_finished -> outcome = data.outcome (and result/artifacts from
- * data.summary and data.artifacts when the outcome is completed); snapshot -> s replaced by data.summary. Returns 0, or
+ * pending cleared, last_decided = data.id; user_message, approval_decided
+ * and retry -> intent = true; forked_from while a copied turn had not
+ * finished (outcome NULL, turn > 0) -> intent = true (the fork continues
+ * that turn); turn_started -> outcome, reason, message and limit cleared,
+ * intent = false; turn_finished -> intent = false, outcome = data.outcome, reason/message/
+ * limit/used/max from data (and result/artifacts from data.summary and
+ * data.artifacts when the outcome is completed); model_request -> the first
+ * one's time; good_seq follows every event except a failure's tail;
+ * snapshot -> s replaced by data.summary. Returns 0, or
  * TERN_EINVALID if ev.seq is not s->last_seq + 1 (a gap or a repeat; the
  * first event of a replay that starts at a snapshot is exempt). */
 int journal_summary_apply(struct journal_summary *s, const struct journal_event *ev);
@@ -177,9 +193,13 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
 
 struct journal;
 
+/* The retry budget for an etcd that cannot be reached: appends, reads and
+ * the turn lock's lease (grant and keepalive) all wait this long. */
+#define JOURNAL_RETRY_MS 30000
+
 struct journal_opts {
     long retry_ms;    /* budget for retrying unreachable etcd / resolving
-                       * unknown outcomes within one call; 0 = 30000 */
+                       * unknown outcomes within one call; 0 = JOURNAL_RETRY_MS */
     size_t page_size; /* replay page; 0 = 1000 events */
 };
 
@@ -299,6 +319,12 @@ int journal_tail(struct journal *j, uint64_t from_seq, journal_event_fn fn, void
 int journal_compact(struct journal *j, const cJSON *state, bool drop_old, uint64_t *ret_seq,
                     struct tern_err *err);
 
+/* Deletes the events (and their chunks) before seq, which must be a stored
+ * event: a snapshot, so that replays from JOURNAL_FROM_SNAPSHOT and forks
+ * from it still work. Idempotent (retried within retry_ms). Returns 0,
+ * TERN_EINVALID for a seq past the end, or the etcd error. */
+int journal_drop_before(struct journal *j, uint64_t seq, struct tern_err *err);
+
 /* Fork: copies events 1..upto_seq of src_uid (byte for byte, chunks
  * included) into dst_uid and writes dst's summary, in fenced batches. If it
  * is interrupted, calling it again continues after dst's last copied seq.
@@ -366,8 +392,12 @@ struct journal_lock;
 
 /* Takes /tern/v1/s/<uid>/lock for owner (e.g. the runner pod name) with a
  * lease of ttl_s seconds, kept alive by a background thread until release.
- * Returns 0 and *ret, or TERN_ECONFLICT naming the current owner (it frees
- * when that owner releases or its lease expires). */
+ * An etcd that cannot be reached is retried for JOURNAL_RETRY_MS, as the
+ * journal's writes are, both here (grant, create, read-back) and by the
+ * keeper (the lock counts as lost only when etcd says the lease is gone or
+ * after that long without a refresh). Returns 0 and *ret, TERN_ECONFLICT
+ * naming the current owner (it frees when that owner releases or its lease
+ * expires), or the etcd error once the budget is spent. */
 int journal_lock_acquire(struct etcd *c, const char *uid, const char *owner, int64_t ttl_s,
                          struct journal_lock **ret, struct tern_err *err);
 /* True when the lease was lost (expired): the owner must stop writing. */

@@ -8,6 +8,7 @@
 #include "json/json.h"
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 void journal_summary_init(struct journal_summary *s)
@@ -34,6 +35,10 @@ void journal_summary_done(struct journal_summary *s)
     free(s->last_decided);
     free(s->result);
     cJSON_Delete(s->artifacts);
+    free(s->reason);
+    free(s->message);
+    free(s->limit);
+    free(s->first_request);
     memset(s, 0, sizeof *s);
 }
 
@@ -54,12 +59,40 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
     dst->last_decided = sdup(src->last_decided);
     dst->result = sdup(src->result);
     dst->artifacts = src->artifacts ? json_dup(src->artifacts) : NULL;
+    dst->reason = sdup(src->reason);
+    dst->message = sdup(src->message);
+    dst->limit = sdup(src->limit);
+    dst->first_request = sdup(src->first_request);
 }
 
 static void set_str(char **dst, const char *v)
 {
     free(*dst);
     *dst = v ? xstrdup(v) : NULL;
+}
+
+/* Like set_str, but keeps at most TERN_JOURNAL_MAX_RESULT bytes: the
+ * summary is rewritten with every append (so it must stay far below etcd's
+ * request limit) and its result becomes status.result.summary (the CRD's
+ * maxLength). A longer answer is cut at a UTF-8 boundary with a marker;
+ * the whole text stays in its turn_finished event. */
+static void set_bounded(char **dst, const char *v)
+{
+    size_t n = v ? strlen(v) : 0;
+    if (n <= TERN_JOURNAL_MAX_RESULT) {
+        set_str(dst, v);
+        return;
+    }
+    char marker[128];
+    int ml = snprintf(marker, sizeof marker,
+                      "\n[truncated: %zu bytes in all; the whole answer is in the journal]", n);
+    size_t keep = TERN_JOURNAL_MAX_RESULT - (size_t)ml;
+    while (keep > 0 && ((unsigned char)v[keep] & 0xc0) == 0x80)
+        keep--;
+    free(*dst);
+    *dst = xmalloc(keep + (size_t)ml + 1);
+    memcpy(*dst, v, keep);
+    memcpy(*dst + keep, marker, (size_t)ml + 1);
 }
 
 /* A string member of data, or NULL. */
@@ -78,6 +111,26 @@ static int64_t data_nonneg(const cJSON *obj, const char *key)
     return 0;
 }
 
+/* A copy of v cut to at most max bytes on a UTF-8 boundary, or NULL. */
+static char *bounded_dup(const char *v, size_t max)
+{
+    if (!v)
+        return NULL;
+    size_t n = strlen(v);
+    if (n > max) {
+        n = max;
+        while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
+            n--;
+    }
+    return xstrndup(v, n);
+}
+
+static bool failure_outcome(const char *oc)
+{
+    return oc && (strcmp(oc, JOURNAL_OUTCOME_LIMIT) == 0 || strcmp(oc, JOURNAL_OUTCOME_ERROR) == 0 ||
+                  strcmp(oc, JOURNAL_OUTCOME_REFUSED) == 0);
+}
+
 /* Saturating add (counters from untrusted data must not overflow). */
 static int64_t sat_add(int64_t a, int64_t b)
 {
@@ -90,14 +143,37 @@ int journal_summary_apply(struct journal_summary *s, const struct journal_event 
     if (!snapshot_start && ev->seq != s->last_seq + 1)
         return TERN_EINVALID;
     const cJSON *d = ev->data;
+    bool tail = false; /* part of a failure's tail (not a good point) */
+    bool was_failed = failure_outcome(s->outcome); /* nothing after a failure is good */
     switch (ev->type) {
     case JOURNAL_EV_USER_MESSAGE:
         s->messages = sat_add(s->messages, 1);
         s->intent = true;
         break;
+    case JOURNAL_EV_RETRY:
+        s->intent = true;
+        break;
+    case JOURNAL_EV_FORKED_FROM:
+        /* forked at the last good point of a turn that did not finish:
+         * the fork continues it */
+        if (!s->outcome && s->turn > 0)
+            s->intent = true;
+        break;
     case JOURNAL_EV_TURN_STARTED:
         set_str(&s->outcome, NULL);
+        set_str(&s->reason, NULL);
+        set_str(&s->message, NULL);
+        set_str(&s->limit, NULL);
+        s->limit_used = s->limit_max = 0;
         s->intent = false;
+        break;
+    case JOURNAL_EV_MODEL_REQUEST:
+        if (!s->first_request)
+            s->first_request = sdup(ev->time);
+        break;
+    case JOURNAL_EV_LIMIT_REACHED:
+    case JOURNAL_EV_ERROR:
+        tail = true;
         break;
     case JOURNAL_EV_MODEL_RESPONSE: {
         s->usage.model_turns = sat_add(s->usage.model_turns, 1);
@@ -132,8 +208,21 @@ int journal_summary_apply(struct journal_summary *s, const struct journal_event 
     case JOURNAL_EV_TURN_FINISHED: {
         const char *oc = data_str(d, "outcome");
         set_str(&s->outcome, oc ? oc : "");
+        /* the intents before it were this turn's (also when the operator
+         * ends a turn that never started, or fails one on an approval
+         * timeout): going on needs a new one */
+        s->intent = false;
+        free(s->reason);
+        s->reason = bounded_dup(data_str(d, "reason"), 128);
+        free(s->message);
+        s->message = bounded_dup(data_str(d, "message"), TERN_JOURNAL_MAX_REASON);
+        free(s->limit);
+        s->limit = bounded_dup(data_str(d, "limit"), 64);
+        s->limit_used = s->limit ? data_nonneg(d, "used") : 0;
+        s->limit_max = s->limit ? data_nonneg(d, "max") : 0;
+        tail = failure_outcome(oc);
         if (oc && strcmp(oc, JOURNAL_OUTCOME_COMPLETED) == 0) {
-            set_str(&s->result, data_str(d, "summary"));
+            set_bounded(&s->result, data_str(d, "summary"));
             cJSON_Delete(s->artifacts);
             const cJSON *a = json_get(d, "artifacts");
             s->artifacts = cJSON_IsArray(a) ? json_dup(a) : NULL;
@@ -157,6 +246,8 @@ int journal_summary_apply(struct journal_summary *s, const struct journal_event 
     default:
         break;
     }
+    if (!tail && !was_failed && ev->type != JOURNAL_EV_SNAPSHOT)
+        s->good_seq = ev->seq;
     s->last_seq = ev->seq;
     if (ev->turn > s->turn)
         s->turn = ev->turn;
@@ -200,6 +291,19 @@ cJSON *journal_summary_to_json(const struct journal_summary *s)
         json_add_string(o, "result", s->result);
     if (s->artifacts)
         cJSON_AddItemToObject(o, "artifacts", json_dup(s->artifacts));
+    if (s->reason)
+        json_add_string(o, "reason", s->reason);
+    if (s->message)
+        json_add_string(o, "message", s->message);
+    if (s->limit) {
+        cJSON *l = cJSON_AddObjectToObject(o, "limit");
+        json_add_string(l, "name", s->limit);
+        json_add_int64(l, "used", s->limit_used);
+        json_add_int64(l, "max", s->limit_max);
+    }
+    json_add_int64(o, "goodSeq", (int64_t)s->good_seq);
+    if (s->first_request)
+        json_add_string(o, "firstRequest", s->first_request);
     return o;
 }
 
@@ -214,11 +318,17 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
         r = err_wrap(err, TERN_EPARSE, "summary");
         goto out;
     }
-    int64_t v = 0, last = 0, snap = 0;
-    const cJSON *u = NULL, *p = NULL;
+    int64_t v = 0, last = 0, snap = 0, good = -1;
+    const cJSON *u = NULL, *p = NULL, *lim = NULL;
     const char *outcome = NULL, *updated = NULL, *last_decided = NULL, *result = NULL;
+    const char *reason = NULL, *message = NULL, *first_request = NULL, *lname = NULL;
     const cJSON *artifacts = NULL;
     if (!cJSON_IsObject(o) ||
+        json_get_string(o, "summary", "reason", JSON_OPTIONAL, &reason, err) ||
+        json_get_string(o, "summary", "message", JSON_OPTIONAL, &message, err) ||
+        json_get_string(o, "summary", "firstRequest", JSON_OPTIONAL, &first_request, err) ||
+        json_get_object(o, "summary", "limit", JSON_OPTIONAL, &lim, err) ||
+        json_get_int_range(o, "summary", "goodSeq", JSON_OPTIONAL, 0, INT64_MAX, &good, err) ||
         json_get_bool(o, "summary", "intent", JSON_OPTIONAL, &s.intent, err) ||
         json_get_string(o, "summary", "lastDecided", JSON_OPTIONAL, &last_decided, err) ||
         json_get_string(o, "summary", "result", JSON_OPTIONAL, &result, err) ||
@@ -266,6 +376,20 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
         s.pending.summary = sdup(sm);
         s.pending.requested_at = sdup(at);
     }
+    if (lim && (json_get_string(lim, "summary.limit", "name", JSON_REQUIRED, &lname, err) ||
+                json_get_int_range(lim, "summary.limit", "used", JSON_OPTIONAL, 0, INT64_MAX,
+                                   &s.limit_used, err) ||
+                json_get_int_range(lim, "summary.limit", "max", JSON_OPTIONAL, 0, INT64_MAX,
+                                   &s.limit_max, err))) {
+        r = TERN_EPARSE;
+        goto out;
+    }
+    s.limit = sdup(lname);
+    s.reason = sdup(reason);
+    s.message = sdup(message);
+    s.first_request = sdup(first_request);
+    /* summaries written before goodSeq existed: the last event */
+    s.good_seq = good >= 0 ? (uint64_t)good : (uint64_t)last;
     s.last_seq = (uint64_t)last;
     s.snapshot_seq = (uint64_t)snap;
     s.outcome = sdup(outcome);

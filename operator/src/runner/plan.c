@@ -1,6 +1,7 @@
 /* plan.c - the next action of a turn from the replayed state (pure). */
 #include "runner/plan.h"
 
+#include "base/limits.h"
 #include "base/mem.h"
 
 #include <stdio.h>
@@ -17,7 +18,32 @@ void plan_done(struct plan *p)
     free(p->output);
     free(p->summary);
     free(p->reason);
+    free(p->message);
     memset(p, 0, sizeof *p);
+}
+
+char *plan_bounded(const char *v, size_t max)
+{
+    size_t n = strlen(v);
+    if (n > max) {
+        n = max;
+        while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
+            n--;
+    }
+    return xstrndup(v, n);
+}
+
+/* "maxTokens: used 1686 of 1500" (timeoutSeconds in seconds, cost in micro-USD). */
+char *plan_limit_message(const char *limit, int64_t used, int64_t max)
+{
+    if (limit && strcmp(limit, "timeoutSeconds") == 0)
+        return xasprintf("timeoutSeconds: %lld s elapsed of %lld s", (long long)(used / 1000),
+                         (long long)(max / 1000));
+    if (limit && strcmp(limit, "maxCostMicroUSD") == 0)
+        return xasprintf("maxCostMicroUSD: used %lld of %lld micro-USD", (long long)used,
+                         (long long)max);
+    return xasprintf("%s: used %lld of %lld", limit ? limit : "a limit", (long long)used,
+                     (long long)max);
 }
 
 /* Takes ownership of output. */
@@ -57,6 +83,21 @@ static void limit(struct plan *p, const struct policy_limits *l, const struct po
     }
 }
 
+/* A tool call may not outlive the session's timeoutSeconds: it gets at most
+ * the time left (at least a second), so the limit is reached and reported
+ * as timeoutSeconds rather than the turn Job being killed at its deadline. */
+static void cap_timeout(const struct plan_input *in, const struct policy_usage *u, struct plan *p)
+{
+    int64_t total = in->policy->limits.timeout_ms;
+    if (total <= 0 || p->decision.timeout_ms <= 0)
+        return;
+    int64_t left = total - u->elapsed_ms;
+    if (left < 1000)
+        left = 1000;
+    if (p->decision.timeout_ms > left)
+        p->decision.timeout_ms = left;
+}
+
 static void plan_call(const struct replay_state *s, const struct plan_input *in,
                       const struct replay_call *c, struct plan *p)
 {
@@ -69,14 +110,20 @@ static void plan_call(const struct replay_state *s, const struct plan_input *in,
                          c->problem ? c->problem : c->status));
         return;
     }
-    if (policy_tool_from_name(c->name, &p->tool) != 0) {
-        refuse(p, "invalid", xasprintf("error: unknown tool \"%s\"", c->name));
+    int prc = policy_parse_call(in->policy, c->name, c->arguments, &p->args, &e);
+    if (prc == TERN_ENOTFOUND) {
+        refuse(p, "invalid",
+               c->started ? xasprintf("error: tool \"%s\" is no longer offered; whether the "
+                                      "call started before took effect is unknown",
+                                      c->name)
+                          : xasprintf("error: unknown tool \"%s\"", c->name));
         return;
     }
-    if (policy_parse_args(p->tool, c->arguments, &p->args, &e) != 0) {
+    if (prc != 0) {
         refuse(p, "invalid", xasprintf("error: invalid arguments: %s", e.msg));
         return;
     }
+    p->tool = p->args.tool;
     p->has_args = true;
     policy_decide(in->policy, &p->args, &p->decision);
     if (p->decision.verdict == POLICY_DENY) {
@@ -85,26 +132,40 @@ static void plan_call(const struct replay_state *s, const struct plan_input *in,
     }
     if (p->decision.verdict == POLICY_NEEDS_APPROVAL && !c->started) {
         if (c->decision == REPLAY_DENIED) {
-            refuse(p, "denied",
-                   xstrdup("denied: the user did not approve this call; it was not run. "
-                           "Continue without it or explain what you need."));
+            if (c->decision_reason)
+                refuse(p, "denied",
+                       xasprintf("denied: the user did not approve this call; it was not run. "
+                                 "Their reason: %s\nContinue without it or explain what you "
+                                 "need.",
+                                 c->decision_reason));
+            else
+                refuse(p, "denied",
+                       xstrdup("denied: the user did not approve this call; it was not run. "
+                               "Continue without it or explain what you need."));
             return;
         }
         if (c->decision != REPLAY_APPROVED) {
-            replay_approval_id(in->uid, c->id, p->approval_id);
+            /* the id the journal asked with (a fork asks with its parent's) */
+            if (c->approval_id)
+                snprintf(p->approval_id, sizeof p->approval_id, "%s", c->approval_id);
+            else
+                replay_approval_id(in->uid, c->id, p->approval_id);
             p->outcome = PLAN_OUTCOME_APPROVAL;
             if (c->approval_id) {
                 p->action = PLAN_WAIT_APPROVAL;
             } else {
                 p->action = PLAN_REQUEST_APPROVAL;
-                const char *arg = policy_main_arg(&p->args);
-                p->summary = xasprintf("%.500s", arg ? arg : c->name);
+                char *sum = policy_summary(&p->args);
+                p->summary = plan_bounded(*sum ? sum : c->name, 500);
+                free(sum);
             }
             return;
         }
     }
     if (c->started) {
         /* journaled before a crash: finish it (sandboxd dedups by key) */
+        struct policy_usage u0 = usage_of(s, in);
+        cap_timeout(in, &u0, p);
         p->action = PLAN_TOOL_EXECUTE;
         return;
     }
@@ -114,6 +175,7 @@ static void plan_call(const struct replay_state *s, const struct plan_input *in,
         limit(p, &in->policy->limits, &u, l);
         return;
     }
+    cap_timeout(in, &u, p);
     p->action = PLAN_TOOL_START;
 }
 
@@ -133,6 +195,12 @@ void plan_next(const struct replay_state *s, const struct plan_input *in, struct
     if (s->limit_reported) {
         p.action = PLAN_FINISH;
         p.outcome = PLAN_OUTCOME_LIMIT;
+        if (s->limit_name) {
+            p.reason = xstrdup(s->limit_name);
+            p.message = plan_limit_message(s->limit_name, s->limit_used, s->limit_max);
+            p.limit_used = s->limit_used;
+            p.limit_max = s->limit_max;
+        }
         goto out;
     }
     const struct replay_call *c = replay_next_pending(s);
@@ -143,13 +211,21 @@ void plan_next(const struct replay_state *s, const struct plan_input *in, struct
     if (s->consecutive_bad >= max_bad) {
         p.action = PLAN_FINISH;
         p.outcome = PLAN_OUTCOME_ERROR;
-        p.reason = xasprintf("the model's output was malformed %lld times in a row",
-                             (long long)s->consecutive_bad);
+        p.reason = xstrdup("malformed_output");
+        p.message = xasprintf("the model's output was malformed %lld times in a row (last: %s)",
+                              (long long)s->consecutive_bad,
+                              s->last_problem ? s->last_problem : "unknown");
         goto out;
     }
     if (s->last_final) {
         p.action = PLAN_FINISH;
         p.outcome = s->last_refusal ? PLAN_OUTCOME_REFUSED : PLAN_OUTCOME_COMPLETED;
+        if (s->last_refusal) {
+            char *text = plan_bounded(s->final_text ? s->final_text : "", TERN_RUNNER_MAX_DETAIL);
+            p.reason = xstrdup("refusal");
+            p.message = xasprintf("the model refused: %s", text);
+            free(text);
+        }
         goto out;
     }
     struct policy_usage u = usage_of(s, in);

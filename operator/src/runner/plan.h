@@ -16,6 +16,7 @@
 #include "policy/policy.h"
 #include "runner/replay.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum plan_action {
@@ -56,6 +57,7 @@ struct plan {
     int64_t limit_used, limit_max;
     const char *outcome;             /* FINISH / LIMIT / approvals: static string */
     char *reason;                    /* FINISH: detail, or NULL; owned */
+    char *message;                   /* FINISH: why, for people (status, Events), or NULL; owned */
 };
 
 /* Outcomes journaled in turn_finished{outcome}. */
@@ -71,5 +73,12 @@ void plan_next(const struct replay_state *s, const struct plan_input *in, struct
 void plan_done(struct plan *p);
 
 const char *plan_action_str(enum plan_action a);
+
+/* The people's text of a limit (newly allocated): "maxTokens: used 1686 of
+ * 1500"; timeoutSeconds (used/max in ms) in seconds. */
+char *plan_limit_message(const char *limit, int64_t used, int64_t max);
+
+/* A copy of v cut to at most max bytes on a UTF-8 boundary (new string). */
+char *plan_bounded(const char *v, size_t max);
 
 #endif

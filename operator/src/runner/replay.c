@@ -1,6 +1,7 @@
 /* replay.c - fold journal events into the runner's agent state (pure). */
 #include "runner/replay.h"
 
+#include "base/limits.h"
 #include "base/mem.h"
 #include "json/json.h"
 
@@ -28,6 +29,7 @@ static void calls_clear(struct replay_state *s)
         free(c->status);
         free(c->problem);
         free(c->approval_id);
+        free(c->decision_reason);
     }
     free(s->calls);
     s->calls = NULL;
@@ -52,10 +54,15 @@ void replay_state_done(struct replay_state *s)
     deferred_clear(s);
     free(s->outcome);
     free(s->final_text);
-    for (size_t i = 0; i < s->ndecided; i++)
+    free(s->limit_name);
+    free(s->last_problem);
+    for (size_t i = 0; i < s->ndecided; i++) {
         free(s->decided_ids[i]);
+        free(s->decided_reasons[i]);
+    }
     free(s->decided_ids);
     free(s->decided);
+    free(s->decided_reasons);
     memset(s, 0, sizeof *s);
 }
 
@@ -127,13 +134,31 @@ static enum replay_decision parse_decision(const cJSON *data)
     return REPLAY_UNDECIDED;
 }
 
-static enum replay_decision decision_for(const struct replay_state *s, const char *id)
+static enum replay_decision decision_for(const struct replay_state *s, const char *id,
+                                         const char **ret_reason)
 {
     /* the first decision for an id counts; later ones are ignored */
     for (size_t i = 0; id && i < s->ndecided; i++)
-        if (strcmp(s->decided_ids[i], id) == 0)
+        if (strcmp(s->decided_ids[i], id) == 0) {
+            if (ret_reason)
+                *ret_reason = s->decided_reasons[i];
             return s->decided[i];
+        }
     return REPLAY_UNDECIDED;
+}
+
+/* A copy of v bounded to max bytes on a UTF-8 boundary, or NULL. */
+static char *bounded(const char *v, size_t max)
+{
+    if (!v || !*v)
+        return NULL;
+    size_t n = strlen(v);
+    if (n > max) {
+        n = max;
+        while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
+            n--;
+    }
+    return xstrndup(v, n);
 }
 
 static void apply_model_response(struct replay_state *s, const cJSON *d)
@@ -154,6 +179,9 @@ static void apply_model_response(struct replay_state *s, const cJSON *d)
     if (!kind || (strcmp(kind, "ok") != 0 && strcmp(kind, "refusal") != 0)) {
         /* malformed / empty: nothing enters the conversation */
         s->consecutive_bad++;
+        free(s->last_problem);
+        s->last_problem = bounded(dstr(d, "problem") ? dstr(d, "problem") : kind,
+                                  TERN_RUNNER_MAX_DETAIL);
         return;
     }
     s->consecutive_bad = 0;
@@ -202,6 +230,9 @@ int replay_apply(struct replay_state *s, const struct replay_event *ev, struct t
         s->turn_started = false;
         s->turn_finished = false;
         s->limit_reported = false;
+        free(s->limit_name);
+        s->limit_name = NULL;
+        s->limit_used = s->limit_max = 0;
         free(s->outcome);
         s->outcome = NULL;
     }
@@ -234,8 +265,12 @@ int replay_apply(struct replay_state *s, const struct replay_event *ev, struct t
             s->last_refusal = false;
         }
     } else if (strcmp(t, "turn_started") == 0) {
-        if (ev->turn == s->turn)
+        if (ev->turn == s->turn) {
             s->turn_started = true;
+            /* "malformed three times in a row" counts within a turn: a new
+             * turn (a message, a retry) asks the model afresh */
+            s->consecutive_bad = 0;
+        }
     } else if (strcmp(t, "model_request") == 0) {
         s->request_open = true;
     } else if (strcmp(t, "model_response") == 0) {
@@ -267,24 +302,39 @@ int replay_apply(struct replay_state *s, const struct replay_event *ev, struct t
         if (c && id) {
             free(c->approval_id);
             c->approval_id = xstrdup(id);
-            c->decision = decision_for(s, id);
+            const char *why = NULL;
+            c->decision = decision_for(s, id, &why);
+            free(c->decision_reason);
+            c->decision_reason = why ? xstrdup(why) : NULL;
         }
     } else if (strcmp(t, "approval_decided") == 0) {
         const char *id = dstr(d, "id");
         enum replay_decision dec = parse_decision(d);
-        if (id && dec != REPLAY_UNDECIDED && decision_for(s, id) == REPLAY_UNDECIDED) {
+        if (id && dec != REPLAY_UNDECIDED && decision_for(s, id, NULL) == REPLAY_UNDECIDED) {
+            char *why = bounded(dstr(d, "reason"), TERN_APPROVAL_MAX_REASON);
             s->decided_ids = xreallocarray(s->decided_ids, s->ndecided + 1, sizeof(char *));
             s->decided = xreallocarray(s->decided, s->ndecided + 1, sizeof *s->decided);
+            s->decided_reasons =
+                xreallocarray(s->decided_reasons, s->ndecided + 1, sizeof(char *));
             s->decided_ids[s->ndecided] = xstrdup(id);
+            s->decided_reasons[s->ndecided] = why;
             s->decided[s->ndecided++] = dec;
             for (size_t i = 0; i < s->ncalls; i++)
                 if (s->calls[i].approval_id && strcmp(s->calls[i].approval_id, id) == 0 &&
-                    s->calls[i].decision == REPLAY_UNDECIDED)
+                    s->calls[i].decision == REPLAY_UNDECIDED) {
                     s->calls[i].decision = dec;
+                    free(s->calls[i].decision_reason);
+                    s->calls[i].decision_reason = why ? xstrdup(why) : NULL;
+                }
         }
     } else if (strcmp(t, "limit_reached") == 0) {
-        if (ev->turn == s->turn)
+        if (ev->turn == s->turn) {
             s->limit_reported = true;
+            free(s->limit_name);
+            s->limit_name = bounded(dstr(d, "limit"), 64);
+            s->limit_used = dint(d, "used", 0);
+            s->limit_max = dint(d, "max", 0);
+        }
     } else if (strcmp(t, "turn_finished") == 0) {
         if (ev->turn == s->turn) {
             s->turn_finished = true;

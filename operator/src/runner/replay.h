@@ -23,8 +23,11 @@
  *   tool_result        {"callId", "tool", "status", "output", ...}
  *   approval_requested {"id", "callId", "tool", "summary", "pattern"}
  *   approval_decided   {"id", "decision": "approve"|"deny", "by", "reason"}
+ *                       (reason: the approver's words, told to the model on a
+ *                       denial, at most TERN_APPROVAL_MAX_REASON bytes)
  *   limit_reached      {"limit", "used", "max"}
- *   turn_finished      {"outcome", "reason", "result"}
+ *   turn_finished      {"outcome", "reason", "message", "limit", "used", "max",
+ *                       "summary", "artifacts"}
  *
  * Ownership: struct replay_state owns everything in it (replay_state_done).
  */
@@ -62,6 +65,7 @@ struct replay_call {
     bool answered;          /* a tool_result event exists */
     char *approval_id;      /* approval_requested for it, or NULL */
     enum replay_decision decision;
+    char *decision_reason;  /* approval_decided data.reason (the approver's words), or NULL */
 };
 
 struct replay_state {
@@ -94,6 +98,9 @@ struct replay_state {
     bool last_final;        /* the latest model response had no tool calls */
     bool last_refusal;      /* ... and was a refusal */
     bool limit_reported;    /* limit_reached journaled in `turn` */
+    char *limit_name;       /* ... its data.limit, used and max */
+    int64_t limit_used, limit_max;
+    char *last_problem;     /* problem of the latest malformed/empty response */
     int64_t first_time_ms;  /* Unix ms of the first event with a time, 0 if none */
     char *final_text;       /* its content (the turn's answer), or NULL */
 
@@ -105,6 +112,7 @@ struct replay_state {
     /* approval decisions whose approval_requested came later or never */
     char **decided_ids;
     enum replay_decision *decided;
+    char **decided_reasons;  /* data.reason of each, or NULL */
     size_t ndecided;
 };
 

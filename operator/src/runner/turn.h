@@ -41,6 +41,13 @@ struct turn_stats {
     int64_t total_ms;
     int64_t model_calls, tool_calls;
     char outcome[32];       /* the turn_finished outcome written or found, "" if none */
+    /* why turn_run failed, for the termination message the operator reads
+     * (CamelCase, "" when it did not): ModelUnreachable, ModelRateLimited,
+     * ModelServerError, SandboxUnreachable, SandboxBusy, JournalUnavailable,
+     * LockBusy, Fenced, Stopped, ConfigError, ToolServerUnreachable */
+    char failure_class[32];
+    /* allowed MCP tools that are not offered, and why (for the log; "" if none) */
+    char tool_notes[1024];
 };
 
 /* Runs the turn. stop (may be NULL) is checked between steps and aborts a

@@ -42,6 +42,10 @@ struct sandboxd_config {
     unsigned max_connections;
     bool read_only;              /* serve reads only (the file viewer of a parked
                                   * session): exec, PUT, DELETE, restore -> read_only */
+    /* "NAME=value" entries every command gets over the defaults (the
+     * SANDBOX_PASS_ENV variables of sandboxd's environment), or NULL;
+     * borrowed */
+    char *const *pass_env;
     /* optional access log hook, called after each response is queued */
     void (*on_request)(void *ctx, const char *method, const char *url, unsigned status,
                        int64_t ms);

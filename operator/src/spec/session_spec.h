@@ -35,6 +35,8 @@
 #define SESSION_DEFAULT_WORKSPACE_SIZE       "5Gi"
 #define SESSION_DEFAULT_IDLE_SUSPEND_SECONDS 600
 #define SESSION_DEFAULT_APPROVAL_TIMEOUT     86400
+#define SESSION_DEFAULT_MCP_TIMEOUT          60
+#define SESSION_DEFAULT_PUBLISH_USERNAME     "x-access-token"
 /* clang-format off */
 #define SESSION_DEFAULT_WRITABLE {"working/**", "output/**"}
 /* clang-format on */
@@ -62,6 +64,14 @@
 #define SESSION_MAX_URL            2048
 #define SESSION_MAX_IMAGE          512
 #define SESSION_MAX_FORK_UID       128
+#define SESSION_MAX_MCP_SERVERS    8   /* spec.tools.mcpServers */
+#define SESSION_MAX_MCP_NAME       16  /* a server name (<server>__<tool> fits 64) */
+#define SESSION_MAX_MCP_ALLOWED    64  /* allowedTools of one server */
+#define SESSION_MAX_MCP_TOOL       46  /* an allowed tool name */
+#define SESSION_MAX_MCP_TIMEOUT    600 /* mcpServers[].timeoutSeconds */
+#define SESSION_MAX_REMOTES        8   /* spec.tools.publish.remotes */
+#define SESSION_MAX_REMOTE_NAME    32
+#define SESSION_MAX_USERNAME       256
 
 /* Tools, as bits of session_spec.permissions.tools. */
 enum session_tool {
@@ -71,10 +81,18 @@ enum session_tool {
     SESSION_TOOL_LIST_FILES = 1u << 3,
 };
 #define SESSION_TOOLS_ALL 0xfu
+/* The trusted tools, as kinds of approval rules only (never in
+ * permissions.tools: they are offered when spec.tools configures them).
+ * An MCP rule's glob is everything after "mcp:":
+ * "<server>/<tool glob>:<arguments glob>". */
+#define SESSION_TOOL_PUBLISH_BRANCH (1u << 4)
+#define SESSION_TOOL_MCP            (1u << 5)
 
-/* The tool bit for a name ("exec_command"), or 0 if unknown. */
+/* The tool bit for a sandbox tool's name ("exec_command"), or 0 if unknown
+ * (publish_branch and mcp are not names of permissions.tools). */
 unsigned session_tool_from_name(const char *name);
-/* The name of one tool bit; NULL for anything else. */
+/* The name of one tool bit ("publish_branch", "mcp" for the trusted
+ * kinds); NULL for anything else. */
 const char *session_tool_name(unsigned tool);
 
 enum session_on_timeout { SESSION_ON_TIMEOUT_DENY = 0, SESSION_ON_TIMEOUT_FAIL };
@@ -84,12 +102,44 @@ struct session_approval_rule {
     char *glob;    /* matched against the command (exec_command) or path */
 };
 
+/* spec.tools.mcpServers[i]: an MCP server the runner calls (docs/tools.md). */
+struct session_mcp_server {
+    char *name;             /* DNS label, at most SESSION_MAX_MCP_NAME */
+    char *url;              /* http(s), no user information */
+    char *headers_secret;   /* headersSecretRef.name: every key is a header; NULL = none */
+    char **allowed;         /* allowedTools: the tools offered to the model */
+    size_t nallowed;
+    int64_t timeout_seconds;
+};
+
+/* spec.tools.publish.remotes[i]: where publish_branch may push. */
+struct session_publish_remote {
+    char *name;
+    char *url;              /* http(s), no user information */
+    char *token_secret;     /* tokenSecretRef.name */
+    char *token_key;        /* tokenSecretRef.key */
+    char *username;         /* Basic auth user name (default x-access-token) */
+    bool bearer;            /* auth: Bearer (else Basic username:token) */
+};
+
 struct session_cidr {
     int family;       /* AF_INET or AF_INET6 */
     uint8_t addr[16]; /* network byte order; 4 bytes used for AF_INET */
     int prefix;       /* 0..32 or 0..128 */
     char *text;       /* as written */
 };
+
+/* A host entry of networkAllowlist: "pypi.org", "*.githubusercontent.com",
+ * "example.com:8443". Names are lower case, at least two labels, the last
+ * starting with a letter (so no IP address is ever taken for a name). */
+struct session_host {
+    char *name;    /* without "*." and port, e.g. "githubusercontent.com" */
+    bool wildcard; /* "*.name": any name ending in ".name" (any depth), not name itself */
+    int port;      /* 1..65535, or 0: ports 80 and 443 */
+    char *text;    /* as written */
+};
+#define SESSION_MAX_HOST_NAME  253 /* a host name without "*." and port */
+#define SESSION_MAX_ALLOW_ITEM 261 /* "*." + 253 + ":65535" */
 
 struct session_spec {
     /* metadata (NULL when absent) */
@@ -120,9 +170,18 @@ struct session_spec {
         size_t napprovals;
         char **writable; /* workspace-relative globs */
         size_t nwritable;
-        struct session_cidr *network;
+        struct session_cidr *network; /* the CIDR entries of networkAllowlist */
         size_t nnetwork;
+        struct session_host *hosts;   /* its host entries, in order */
+        size_t nhosts;
     } permissions;
+
+    struct {
+        struct session_mcp_server *mcp;
+        size_t nmcp;
+        struct session_publish_remote *remotes;
+        size_t nremotes;
+    } tools; /* spec.tools: run by the runner, never in the sandbox */
 
     struct {
         int64_t timeout_seconds;
@@ -178,9 +237,11 @@ void session_spec_free(struct session_spec *s);
 int session_spec_check_update(const struct session_spec *old, const struct session_spec *cur,
                               struct tern_err *err);
 
-/* Whether a call of tool on subject (the command for exec_command, the
- * workspace-relative path otherwise) needs approval under spec. Globs as in
- * base/glob.h: GLOB_TEXT for exec_command, GLOB_PATH otherwise. */
+/* Whether a call of tool on subject (the command for exec_command,
+ * "<remote>/<branch>" for publish_branch, the workspace-relative path
+ * otherwise) needs approval under spec. Globs as in base/glob.h: GLOB_TEXT
+ * for exec_command and publish_branch, GLOB_PATH otherwise. MCP rules are
+ * matched by policy/ (policy_pattern_matches), which splits them. */
 bool session_spec_requires_approval(const struct session_spec *s, unsigned tool,
                                     const char *subject);
 
@@ -191,5 +252,17 @@ bool session_spec_path_writable(const struct session_spec *s, const char *path);
 /* Parses "a.b.c.d/n" or an IPv6 "x::y/n". Returns 0 and *ret (ret->text is
  * left NULL) or -EINVAL. */
 int session_cidr_parse(const char *text, struct session_cidr *ret);
+
+/* Parses a host entry ("pypi.org", "*.example.com", "example.com:8443").
+ * Returns 0 and *ret (ret->name newly allocated, ret->text left NULL), or
+ * -EINVAL with *why (static) saying what is wrong. */
+int session_host_parse(const char *text, struct session_host *ret, const char **why);
+
+/* Whether host entry h admits a connection to name:port (name lower case,
+ * without a trailing dot). Pure. */
+bool session_host_match(const struct session_host *h, const char *name, int port);
+
+/* Whether address addr (4 or 16 bytes, family AF_INET/AF_INET6) lies in c. */
+bool session_cidr_contains(const struct session_cidr *c, int family, const uint8_t *addr);
 
 #endif

@@ -16,5 +16,9 @@ int fsutil_write(const char *path, const void *data, size_t n, mode_t mode, stru
 /* Reads a whole file of at most max bytes into *ret (NUL-terminated, caller
  * frees) and its length. 0, -errno, or TERN_ETOOLARGE. */
 int fsutil_read(const char *path, size_t max, char **ret, size_t *ret_len, struct tern_err *err);
+/* The directory of the running binary (/proc/self/exe), a new string, or
+ * NULL when it cannot be read. tern-dev and tern-node bind it into pods at
+ * /opt/tern/bin by default. */
+char *fsutil_exe_dir(void);
 
 #endif

@@ -23,7 +23,15 @@ struct objrest {
     struct objrest_transport t;
     char *wait_path;
     char *sel_gvr, *sel_query; /* objrest_set_list_selector */
+    objrest_wait_fn wait_fn;
+    void *wait_ctx;
 };
+
+void objrest_set_wait_fn(struct objrest *r, objrest_wait_fn fn, void *ctx)
+{
+    r->wait_fn = fn;
+    r->wait_ctx = ctx;
+}
 
 struct objrest *objrest_new(const struct objrest_transport *t)
 {
@@ -307,6 +315,9 @@ static int r_wait(void *ctx, const char *after_rv, int timeout_ms, struct tern_e
     int64_t after = 0;
     if (after_rv && num_parse_i64(after_rv, &after) != 0)
         return err_set(err, TERN_EINVALID, "bad resourceVersion \"%s\"", after_rv);
+    struct objrest *self = ctx;
+    if (self->wait_fn)
+        return self->wait_fn(self->wait_ctx, after, timeout_ms);
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
@@ -355,7 +366,7 @@ struct objstore objrest_objstore(struct objrest *r)
 struct objrest_https {
     pthread_mutex_t mu;
     struct httpc *c;
-    char *server, *ca, *auth;
+    char *server, *ca, *auth, *ua;
     char *cert, *key;
     size_t cert_len, key_len;
 };
@@ -371,6 +382,7 @@ int objrest_https_new(const char *server, const char *ca_pem, const char *token,
     h->server = xstrdup(server);
     h->ca = ca_pem ? xstrdup(ca_pem) : NULL;
     h->auth = token ? xasprintf("Authorization: Bearer %s", token) : NULL;
+    h->ua = xstrdup("User-Agent: tern-node/0.1.0");
     *ret = h;
     return 0;
 }
@@ -411,6 +423,7 @@ void objrest_https_free(struct objrest_https *h)
     free(h->server);
     free(h->ca);
     free(h->auth);
+    free(h->ua);
     if (h->key)
         explicit_bzero(h->key, h->key_len);
     free(h->cert);
@@ -424,8 +437,9 @@ static int https_request(void *ctx, const char *method, const char *path, const 
 {
     struct objrest_https *h = ctx;
     char *url = xasprintf("%s%s", h->server, path);
-    const char *headers[4] = {"Content-Type: application/json", "Accept: application/json",
-                              h->auth, NULL};
+    /* the User-Agent names the field manager of our writes on kube-apiserver */
+    const char *headers[5] = {"Content-Type: application/json", "Accept: application/json",
+                              h->ua, h->auth, NULL};
     struct httpc_tls tls = {.ca_pem = h->ca,
                             .ca_pem_len = h->ca ? strlen(h->ca) : 0,
                             .cert_pem = h->cert,
@@ -451,6 +465,12 @@ static int https_request(void *ctx, const char *method, const char *path, const 
     httpc_response_done(&resp);
     free(url);
     return rc;
+}
+
+void objrest_https_set_user_agent(struct objrest_https *h, const char *ua)
+{
+    free(h->ua);
+    h->ua = xasprintf("User-Agent: %s", ua);
 }
 
 struct objrest_transport objrest_https_transport(struct objrest_https *h)

@@ -35,6 +35,7 @@
 #include <cJSON.h>
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* One HTTP exchange. path includes the query string. Returns 0 with the
  * status and a response body (owned by the caller, may be NULL when
@@ -58,6 +59,12 @@ struct objstore objrest_objstore(struct objrest *r);
  * may not list namespaces; e.g. "/api/v1/pods?limit=1&fieldSelector=..."):
  * any list whose resourceVersion is the store revision. Copied. */
 void objrest_set_wait_path(struct objrest *r, const char *path);
+
+/* wait is done by fn instead of polling (e.g. tern-dev's in-process wait on
+ * its watch hub: woken by the very write, no 200 ms poll). fn returns 0
+ * once the store's revision passed after, TERN_ETIMEOUT otherwise. */
+typedef int (*objrest_wait_fn)(void *ctx, int64_t after, int timeout_ms);
+void objrest_set_wait_fn(struct objrest *r, objrest_wait_fn fn, void *ctx);
 
 /* Every list of gvr gets fieldSelector=selector (e.g. "v1/pods" with
  * "spec.nodeName=NODE": a node may list only its own pods). Copied; one
@@ -84,6 +91,9 @@ struct kubeconfig;
 int objrest_https_from_kubeconfig(const struct kubeconfig *kc, struct objrest_https **ret,
                                   struct tern_err *err);
 void objrest_https_free(struct objrest_https *h);
+/* The User-Agent of its requests (default "tern-node/0.1.0"); kube-apiserver
+ * names the field manager of our writes after the part before the '/'. */
+void objrest_https_set_user_agent(struct objrest_https *h, const char *ua);
 struct objrest_transport objrest_https_transport(struct objrest_https *h);
 
 #endif

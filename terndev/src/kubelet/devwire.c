@@ -4,8 +4,10 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
+#include "devctl/fsutil.h"
 #include "devctl/objrest.h"
 #include "devctl/satoken.h"
+#include "apiserver/apiwatch.h"
 #include "kubelet/devrun.h"
 
 #include <errno.h>
@@ -88,29 +90,30 @@ static int inproc(void *ctx, const char *method, const char *path, const char *b
     return 0;
 }
 
+/* The store's revision is the hub's: a wait ends with the write that
+ * passes after, not at the next poll. */
+static int hub_wait(void *ctx, int64_t after, int timeout_ms)
+{
+    struct apirest *rest = ctx;
+    return apiwatch_hub_wait(rest->hub, after + 1, timeout_ms) ? 0 : TERN_ETIMEOUT;
+}
+
 int devwire_start(const struct devwire_cfg *cfg, struct devwire **ret, struct tern_err *err)
 {
     struct devwire *w = xcalloc(1, sizeof *w);
     unsigned char key[SATOKEN_KEY_LEN];
     char *keypath = xasprintf("%s/sa.key", cfg->dir);
     char *vol = xasprintf("%s/volumes", cfg->dir);
-    char exe[PATH_MAX] = "";
+    char *exe = NULL;
     int rc = satoken_key_load(keypath, key, err);
     if (rc)
         goto out;
     const char *bin = cfg->bin_dir;
-    if (!bin) {
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (n > 0) {
-            exe[n] = 0;
-            char *slash = strrchr(exe, '/');
-            if (slash)
-                *slash = 0;
-            bin = exe;
-        }
-    }
+    if (!bin)
+        bin = exe = fsutil_exe_dir();
     struct objrest_transport t = {inproc, cfg->rest};
     w->objrest = objrest_new(&t);
+    objrest_set_wait_fn(w->objrest, hub_wait, cfg->rest);
     static const char *const extra[] = {"tern.dev/v1alpha1/agentsessions=AgentSession"};
     struct devrun_cfg dc = {
         .store = objrest_objstore(w->objrest),
@@ -124,11 +127,14 @@ int devwire_start(const struct devwire_cfg *cfg, struct devwire **ret, struct te
                     .api_port = cfg->port,
                     .ca_pem = cfg->ca_pem,
                     .sa_key = key,
-                    .bin_dir = bin && *bin ? bin : NULL},
+                    .bin_dir = bin && *bin ? bin : NULL,
+                    .pod_network = cfg->pod_network,
+                    .netpol_unenforced = cfg->netpol_unenforced},
         .period_ms = 1000,
     };
     rc = devrun_start(&dc, &w->run, err);
 out:
+    free(exe);
     free(keypath);
     free(vol);
     if (rc) {

@@ -1,6 +1,6 @@
 /* kubelet_container.c - running a pod's containers: preparing the pod
  * (service-account token, volume files, PVC directories, network
- * isolation from its NetworkPolicies), starting a container from its
+ * namespace when its NetworkPolicies restrict egress), starting a container from its
  * podplan, stopping it (SIGTERM, SIGKILL after the grace period), reaping
  * exits (OOMKilled from the cgroup), and driving readiness and liveness
  * probes. See kubelet_internal.h. */
@@ -11,9 +11,11 @@
 #include "devctl/fsutil.h"
 #include "devctl/kobj.h"
 #include "json/json.h"
+#include "kubelet/podlog.h"
 #include "kubelet/probe.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static const cJSON *cspec(const cJSON *pod, const struct kcont *c)
 {
@@ -32,34 +35,6 @@ static const cJSON *cspec(const cJSON *pod, const struct kcont *c)
             return x;
     }
     return NULL;
-}
-
-static bool isolated(struct kubelet *k, const cJSON *pod)
-{
-    const cJSON *np;
-    cJSON_ArrayForEach(np, k->netpols)
-    {
-        const cJSON *sel = kobj_at(np, "spec.podSelector");
-        if (sel && !kobj_selector_matches(sel, kobj_at(pod, "metadata.labels")))
-            continue;
-        bool egress = false, ingress = false;
-        const cJSON *t;
-        cJSON_ArrayForEach(t, kobj_at(np, "spec.policyTypes"))
-        {
-            egress |= cJSON_IsString(t) && strcmp(t->valuestring, "Egress") == 0;
-            ingress |= cJSON_IsString(t) && strcmp(t->valuestring, "Ingress") == 0;
-        }
-        /* A network namespace of its own cuts the pod off in both directions
-         * (pods share the host's loopback otherwise), so it is only used when
-         * the policy allows neither egress nor ingress. A pod that denies
-         * egress but admits some ingress (tern's sandbox: only its runners
-         * may connect) stays reachable; its egress is not enforced here
-         * (docs/tern-dev-kubelet.md). */
-        if (egress && cJSON_GetArraySize(kobj_at(np, "spec.egress")) == 0 && ingress &&
-            cJSON_GetArraySize(kobj_at(np, "spec.ingress")) == 0)
-            return true;
-    }
-    return false;
 }
 
 static void fill_in(struct kubelet *k, struct kpod *p, const cJSON *pod, struct podplan_in *in)
@@ -81,7 +56,8 @@ static void fill_in(struct kubelet *k, struct kpod *p, const cJSON *pod, struct 
         .api_port = k->api_port,
         .bin_dir = k->bin_dir,
         .bwrap = k->bwrap,
-        .isolate_net = isolated(k, pod),
+        .isolate_net = p->mode == NETPOL_ISOLATED,
+        .netns = p->net_up ? p->netns_path : NULL,
     };
 }
 
@@ -134,6 +110,14 @@ int kubelet__prepare(struct kubelet *k, struct kpod *p, const cJSON *pod, struct
         if (r)
             return err_wrap(err, r, "serviceaccount \"%s\"", sa_name);
     }
+    if (p->mode == NETPOL_NETNS) {
+        /* before anything of the pod runs: its namespace, denying all */
+        int nr = kubelet__net_setup(k, p, err);
+        if (nr == -EEXIST)
+            kubelet__ip_renew(k, p); /* another kubelet took the index meanwhile */
+        if (nr)
+            return nr;
+    }
     struct podplan_in in;
     fill_in(k, p, pod, &in);
     struct podplan_volumes v;
@@ -173,12 +157,53 @@ int kubelet__prepare(struct kubelet *k, struct kpod *p, const cJSON *pod, struct
 
 /* ---- containers ---- */
 
+/* An empty termination message file for the container's next run, which
+ * any uid in the sandbox may write. */
+static void termination_file_reset(const struct kpod *p, const char *path)
+{
+    if (!path)
+        return;
+    char *dir = xasprintf("%s/termination", p->dir);
+    struct tern_err e = {0};
+    fsutil_mkdirs(dir, 0755, &e);
+    free(dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+        int r = fchmod(fd, 0666); /* past the umask */
+        (void)r;
+        close(fd);
+    }
+}
+
+/* What the container left as its termination message (podlog.h). */
+static const char *termination_message(const struct kpod *p, const cJSON *pod,
+                                       const struct kcont *c, int code, char *buf, size_t n)
+{
+    char *tf = xasprintf("%s/termination/%s", p->dir, c->name);
+    char *lf = xasprintf("%s/logs/%s/%d.log", p->dir, c->name, c->ps.restart_count);
+    const char *pol = kobj_str(cspec(pod, c), "terminationMessagePolicy");
+    size_t len = podlog_termination_message(tf, lf, pol && !strcmp(pol, "FallbackToLogsOnError"),
+                                            code, buf, n);
+    free(tf);
+    free(lf);
+    return len ? buf : NULL;
+}
+
 int kubelet__start_container(struct kubelet *k, struct kpod *p, const cJSON *pod, struct kcont *c,
                              int64_t now_ms, struct tern_err *err)
 {
     const cJSON *spec = cspec(pod, c);
     if (!spec)
         return err_set(err, TERN_EINVALID, "container %s vanished from the spec", c->name);
+    /* the image name is parsed before anything is pulled (or, here, run);
+     * that there is one is the API server's check */
+    const char *image = kobj_str(spec, "image");
+    if (image && !podplan_image_valid(image, c->wmsg, sizeof c->wmsg)) {
+        c->ps.state = PODSTATUS_WAITING;
+        c->ps.waiting_reason = "InvalidImageName";
+        c->ps.waiting_message = c->wmsg;
+        return 0; /* reported in status, retried next pass */
+    }
     struct podplan_in in;
     fill_in(k, p, pod, &in);
     struct podplan_exec x;
@@ -197,6 +222,7 @@ int kubelet__start_container(struct kubelet *k, struct kpod *p, const cJSON *pod
     if (rc == 0) {
         kubelet__cg_setup(k, p, c, &x);
         c->oom_before = kubelet__oom_kills(c);
+        termination_file_reset(p, x.termination_file);
         pid_t pid = kubelet__spawn(&x, log, c);
         if (pid < 0) {
             rc = err_set(err, pid, "spawn %s: %s", c->name, strerror(-pid));
@@ -211,9 +237,12 @@ int kubelet__start_container(struct kubelet *k, struct kpod *p, const cJSON *pod
             c->killing = false;
             const cJSON *rp = kobj_at(spec, "readinessProbe");
             const cJSON *lp = kobj_at(spec, "livenessProbe");
+            const cJSON *sp = c->init ? NULL : kobj_at(spec, "startupProbe");
             c->next_ready_ms = now_ms + kobj_int(rp, "initialDelaySeconds", 0) * 1000;
             c->next_live_ms = now_ms + kobj_int(lp, "initialDelaySeconds", 0) * 1000;
-            c->ready_succ = c->ready_fail = c->live_fail = 0;
+            c->next_startup_ms = now_ms + kobj_int(sp, "initialDelaySeconds", 0) * 1000;
+            c->ps.startup_pending = sp != NULL;
+            c->ready_succ = c->ready_fail = c->live_fail = c->startup_fail = 0;
             kubelet__write_pids(k, p);
         }
     }
@@ -252,7 +281,10 @@ void kubelet__reap(struct kubelet *k, struct kpod *p, const cJSON *pod, int64_t 
         if (kubelet__oom_kills(c) > c->oom_before)
             reason = "OOMKilled";
         kubelet__cg_remove(c);
-        kubelet__container_ended(k, pod, c, code, reason, NULL, c->ps.started_at, now_ms);
+        char msg[4097];
+        kubelet__container_ended(k, pod, c, code, reason,
+                                 termination_message(p, pod, c, code, msg, sizeof msg),
+                                 c->ps.started_at, now_ms);
         kubelet__write_pids(k, p);
     }
 }
@@ -331,6 +363,26 @@ void kubelet__probes(struct kubelet *k, struct kpod *p, const cJSON *pod, int64_
         if (c->init || c->pid <= 0 || c->killing)
             continue;
         const cJSON *spec = cspec(pod, c);
+        /* a startupProbe holds the other probes, readiness and the started
+         * status until it passes; failureThreshold failures kill the
+         * container (restarted by its restartPolicy), as the kubelet does */
+        const cJSON *sp = kobj_at(spec, "startupProbe");
+        if (sp && c->ps.startup_pending) {
+            c->ps.ready = false;
+            if (now_ms < c->next_startup_ms)
+                continue;
+            c->next_startup_ms = now_ms + kobj_int(sp, "periodSeconds", 10) * 1000;
+            if (run_probe(k, p, pod, spec, sp) == 0) {
+                c->ps.startup_pending = false;
+                c->startup_fail = 0;
+            } else if (++c->startup_fail >= kobj_int(sp, "failureThreshold", 3)) {
+                int64_t grace = kobj_int(pod, "spec.terminationGracePeriodSeconds", 30);
+                kubelet__stop_container(c, grace * 1000, now_ms);
+                continue;
+            } else {
+                continue;
+            }
+        }
         const cJSON *rp = kobj_at(spec, "readinessProbe");
         if (!rp) {
             c->ps.ready = true;

@@ -199,3 +199,71 @@ void podlog_follow_free(struct podlog_follow *f)
     free(f->container);
     free(f);
 }
+
+/* Reads up to max bytes of path from offset (-1: the last max bytes). */
+static size_t read_part(const char *path, off_t from_end, size_t max, char *out)
+{
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd < 0)
+        return 0;
+    off_t start = 0;
+    if (from_end) {
+        struct stat st;
+        if (fstat(fd, &st) == 0 && st.st_size > (off_t)max)
+            start = st.st_size - (off_t)max;
+    }
+    size_t n = 0;
+    while (n < max) {
+        ssize_t r = pread(fd, out + n, max - n, start + (off_t)n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    return n;
+}
+
+size_t podlog_termination_message(const char *term_file, const char *log_file,
+                                  bool fallback_to_logs, int exit_code, char *out, size_t outsz)
+{
+    enum { MAX_MSG = 4096, MAX_LOG_BYTES = 2048, MAX_LOG_LINES = 80 };
+    if (outsz == 0)
+        return 0;
+    size_t cap = outsz - 1 < MAX_MSG ? outsz - 1 : MAX_MSG;
+    size_t n = read_part(term_file, 0, cap, out);
+    if (n == 0 && fallback_to_logs && exit_code != 0) {
+        size_t lcap = cap < MAX_LOG_BYTES ? cap : MAX_LOG_BYTES;
+        n = read_part(log_file, 1, lcap, out);
+        /* the last 80 lines of that */
+        int lines = 0;
+        for (size_t i = n; i > 0; i--) {
+            if (out[i - 1] == '\n' && i != n && ++lines >= MAX_LOG_LINES) {
+                memmove(out, out + i, n - i);
+                n -= i;
+                break;
+            }
+        }
+    }
+    /* no half character at the end (nor at the start of a log tail) */
+    size_t end = n;
+    if (end > 0 && ((unsigned char)out[end - 1] & 0x80)) {
+        size_t k = end;
+        while (k > 0 && ((unsigned char)out[k - 1] & 0xC0) == 0x80)
+            k--;
+        if (k > 0) {
+            unsigned char lead = (unsigned char)out[k - 1];
+            size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+            if (end - (k - 1) < need)
+                end = k - 1;
+        }
+    }
+    size_t start = 0;
+    while (start < end && ((unsigned char)out[start] & 0xC0) == 0x80)
+        start++;
+    memmove(out, out + start, end - start);
+    n = end - start;
+    out[n] = 0;
+    return n;
+}

@@ -49,4 +49,12 @@ int podlog_follow_chunk(struct podlog_follow *f, const cJSON *pod_now, size_t ch
                         struct buf *out, bool *ret_done, struct tern_err *err);
 void podlog_follow_free(struct podlog_follow *f);
 
+/* A container's termination message, as a kubelet makes it: the first
+ * 4096 bytes of term_file; when that is empty, the container failed
+ * (exit_code != 0) and policy is FallbackToLogsOnError, the last 80 lines
+ * or 2048 bytes (whichever is less) of log_file. Written into out
+ * (NUL-terminated, cut on a UTF-8 boundary); returns its length (0: none). */
+size_t podlog_termination_message(const char *term_file, const char *log_file,
+                                  bool fallback_to_logs, int exit_code, char *out, size_t outsz);
+
 #endif

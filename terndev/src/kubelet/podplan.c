@@ -705,6 +705,8 @@ void podplan_exec_done(struct podplan_exec *e)
         return;
     sv_free(e->argv);
     sv_free(e->envp);
+    free(e->termination_file);
+    free(e->netns);
     memset(e, 0, sizeof *e);
 }
 
@@ -830,6 +832,15 @@ int podplan_exec(const struct podplan_in *in, const cJSON *c, const cJSON *cmd_o
         bind(&a, true, sa, PODPLAN_SA_PATH);
         free(sa);
     }
+    /* the termination message file, as a kubelet gives every container */
+    char *term_file = NULL;
+    if (!cmd_override) {
+        const char *tp = kobj_str(c, "terminationMessagePath");
+        if (!tp || tp[0] != '/')
+            tp = "/dev/termination-log";
+        term_file = xasprintf("%s/termination/%s", in->pod_dir, cname ? cname : "");
+        bind(&a, false, term_file, tp);
+    }
     const char *wd = kobj_str(c, "workingDir");
     if (wd && *wd) {
         sv_add(&a, "--dir");
@@ -851,7 +862,8 @@ int podplan_exec(const struct podplan_in *in, const cJSON *c, const cJSON *cmd_o
     q = kobj_str(c, "resources.limits.cpu");
     if (q && podplan_quantity(q, 1000, &cpu) != 0)
         cpu = -1;
-    *ret = (struct podplan_exec){a.v, env.v, mem, cpu, (uid_t)(uid < 0 ? 0 : uid)};
+    *ret = (struct podplan_exec){a.v, env.v, term_file, mem, cpu, (uid_t)(uid < 0 ? 0 : uid),
+                                 in->netns && !in->isolate_net ? xstrdup(in->netns) : NULL};
     a.v = NULL;
     env.v = NULL;
 out:
@@ -859,4 +871,192 @@ out:
     sv_free(env.v);
     sv_free(cmd.v);
     return rc;
+}
+
+/* A container's request of res (cpu in millicores, memory in bytes). */
+static int64_t request_of(const cJSON *c, const char *res, int64_t mult)
+{
+    char path[64];
+    snprintf(path, sizeof path, "resources.requests.%s", res);
+    const char *q = kobj_str(c, path);
+    if (!q) {
+        snprintf(path, sizeof path, "resources.limits.%s", res);
+        q = kobj_str(c, path);
+    }
+    int64_t v = 0;
+    if (!q || podplan_quantity(q, mult, &v) != 0 || v < 0)
+        return 0;
+    return v;
+}
+
+bool podplan_fits(const cJSON *pod, int64_t cpu_milli, int64_t mem_bytes, char *why, size_t n)
+{
+    static const struct {
+        const char *res;
+        int64_t mult;
+    } rs[] = {{"cpu", 1000}, {"memory", 1}};
+    int64_t have[2] = {cpu_milli, mem_bytes};
+    bool short_of[2] = {false, false};
+    for (int r = 0; r < 2; r++) {
+        int64_t sum = 0, init_max = 0;
+        const cJSON *c;
+        cJSON_ArrayForEach(c, kobj_at(pod, "spec.containers"))
+        {
+            int64_t v = request_of(c, rs[r].res, rs[r].mult);
+            sum = v > INT64_MAX - sum ? INT64_MAX : sum + v;
+        }
+        cJSON_ArrayForEach(c, kobj_at(pod, "spec.initContainers"))
+        {
+            int64_t v = request_of(c, rs[r].res, rs[r].mult);
+            if (v > init_max)
+                init_max = v;
+        }
+        int64_t need = sum > init_max ? sum : init_max;
+        short_of[r] = need > have[r];
+    }
+    if (!short_of[0] && !short_of[1])
+        return true;
+    snprintf(why, n,
+             "0/1 nodes are available: %s%s%s. preemption: 0/1 nodes are available: 1 No "
+             "preemption victims found for incoming pod.",
+             short_of[0] ? "1 Insufficient cpu" : "", short_of[0] && short_of[1] ? ", " : "",
+             short_of[1] ? "1 Insufficient memory" : "");
+    return false;
+}
+
+static bool lower_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+static bool any_alnum(char c)
+{
+    return lower_alnum(c) || (c >= 'A' && c <= 'Z');
+}
+
+/* path-component: [a-z0-9]+ ((\.|_|__|-+)[a-z0-9]+)* */
+static bool path_component(const char *p, size_t n)
+{
+    if (n == 0 || !lower_alnum(p[0]) || !lower_alnum(p[n - 1]))
+        return false;
+    for (size_t i = 0; i < n;) {
+        if (lower_alnum(p[i])) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        if (p[i] == '.')
+            j = i + 1;
+        else if (p[i] == '_')
+            j = i + 1 < n && p[i + 1] == '_' ? i + 2 : i + 1;
+        else if (p[i] == '-')
+            while (j < n && p[j] == '-')
+                j++;
+        else
+            return false;
+        if (j >= n || !lower_alnum(p[j]))
+            return false;
+        i = j;
+    }
+    return true;
+}
+
+/* domain: components of [A-Za-z0-9-] (not starting/ending with '-') joined
+ * by '.', optionally :port */
+static bool domain_part(const char *p, size_t n)
+{
+    const char *colon = memchr(p, ':', n);
+    size_t hn = colon ? (size_t)(colon - p) : n;
+    if (colon) {
+        size_t pn = n - hn - 1;
+        if (pn == 0)
+            return false;
+        for (size_t i = 0; i < pn; i++)
+            if (colon[1 + i] < '0' || colon[1 + i] > '9')
+                return false;
+    }
+    if (hn == 0)
+        return false;
+    size_t start = 0;
+    for (size_t i = 0; i <= hn; i++) {
+        if (i < hn && p[i] != '.')
+            continue;
+        size_t len = i - start;
+        if (len == 0 || !any_alnum(p[start]) || !any_alnum(p[i - 1]))
+            return false;
+        for (size_t k = start; k < i; k++)
+            if (!any_alnum(p[k]) && p[k] != '-')
+                return false;
+        start = i + 1;
+    }
+    return true;
+}
+
+bool podplan_image_valid(const char *image, char *why, size_t n)
+{
+    const char *detail = "invalid reference format";
+    size_t len = image ? strlen(image) : 0;
+    const char *at = image ? strchr(image, '@') : NULL;
+    size_t name_end = at ? (size_t)(at - image) : len;
+    /* the tag: after the last ':' that follows the last '/' */
+    size_t slash = 0;
+    for (size_t i = 0; i < name_end; i++)
+        if (image[i] == '/')
+            slash = i + 1;
+    const char *tag = NULL;
+    for (size_t i = slash; i < name_end; i++)
+        if (image[i] == ':') {
+            tag = image + i + 1;
+            break;
+        }
+    size_t repo_end = tag ? (size_t)(tag - 1 - image) : name_end;
+    bool ok = len > 0 && repo_end > 0 && repo_end <= 255;
+    if (ok && tag) {
+        size_t tn = (size_t)(image + name_end - tag);
+        ok = tn >= 1 && tn <= 128 &&
+             (any_alnum(tag[0]) || tag[0] == '_');
+        for (size_t i = 1; ok && i < tn; i++)
+            ok = any_alnum(tag[i]) || tag[i] == '_' || tag[i] == '.' || tag[i] == '-';
+    }
+    if (ok && at) {
+        const char *d = at + 1, *colon = strchr(d, ':');
+        ok = colon && colon > d && strlen(colon + 1) >= 32;
+        for (const char *h = colon ? colon + 1 : d; ok && *h; h++)
+            ok = (*h >= '0' && *h <= '9') || (*h >= 'a' && *h <= 'f') || (*h >= 'A' && *h <= 'F');
+    }
+    /* components of the repository; the first is a domain if it looks like one */
+    size_t start = 0, comp = 0;
+    for (size_t i = 0; ok && i <= repo_end; i++) {
+        if (i < repo_end && image[i] != '/')
+            continue;
+        const char *c = image + start;
+        size_t cn = i - start;
+        bool is_domain = comp == 0 && i < repo_end &&
+                         (memchr(c, '.', cn) || memchr(c, ':', cn) ||
+                          (cn == 9 && strncmp(c, "localhost", 9) == 0));
+        if (!is_domain && comp == 0 && i < repo_end)
+            for (size_t k = 0; k < cn; k++)
+                if (c[k] >= 'A' && c[k] <= 'Z')
+                    is_domain = true;
+        if (is_domain) {
+            ok = domain_part(c, cn);
+        } else {
+            ok = path_component(c, cn);
+            if (!ok) {
+                bool upper = false;
+                for (size_t k = 0; k < cn; k++)
+                    upper = upper || (c[k] >= 'A' && c[k] <= 'Z');
+                if (upper)
+                    detail = "invalid reference format: repository name must be lowercase";
+            }
+        }
+        start = i + 1;
+        comp++;
+    }
+    if (ok)
+        return true;
+    snprintf(why, n,
+             "Failed to apply default image tag \"%s\": couldn't parse image name \"%s\": %s",
+             image ? image : "", image ? image : "", detail);
+    return false;
 }

@@ -9,7 +9,9 @@
  *       container securityContext) or runAsNonRoot is true (default uid/gid
  *       65532); otherwise the process runs as root without capabilities
  *   --unshare-net  when isolate_net (a NetworkPolicy denies all egress):
- *       only a loopback device inside, so not even the pod IP of others
+ *       only a loopback device inside, so not even the pod IP of others;
+ *       with netns instead, bwrap is started inside that network namespace
+ *       (the pod's own, netpol.h) and shares it
  *   --ro-bind /usr, symlinks /bin /sbin /lib /lib64 -> usr/..., --ro-bind-try
  *       of the /etc entries programs need (ld.so.cache, ssl, ca-certificates,
  *       alternatives, passwd, group, nsswitch.conf, hosts, resolv.conf,
@@ -22,6 +24,8 @@
  *       /var/run/secrets/kubernetes.io/serviceaccount unless
  *       automountServiceAccountToken is false (pod or ServiceAccount) or a
  *       volumeMount already uses that path
+ *   POD_DIR/termination/<container> bound at terminationMessagePath (default
+ *       /dev/termination-log), writable even with a read-only root
  *   --chdir workingDir (created), --remount-ro / when
  *       readOnlyRootFilesystem
  * Images are not pulled: the image is recorded and ignored. argv is
@@ -74,6 +78,7 @@ struct podplan_in {
     const char *bin_dir;     /* bound at /opt/tern/bin when non-NULL */
     const char *bwrap;       /* bwrap binary, e.g. "/usr/bin/bwrap" */
     bool isolate_net;
+    const char *netns;       /* a network namespace to run in (/run/netns/NAME), or NULL */
 };
 
 struct podplan_file {
@@ -107,9 +112,15 @@ void podplan_volumes_done(struct podplan_volumes *v);
 struct podplan_exec {
     char **argv; /* NULL-terminated; argv[0] is the bwrap binary */
     char **envp; /* NULL-terminated */
+    /* the host file bound at the container's terminationMessagePath
+     * (default /dev/termination-log): POD_DIR/termination/<container>; the
+     * shell creates it empty (mode 0666) before the start and reads it
+     * (at most 4096 bytes) when the container ends. NULL for probes. */
+    char *termination_file;
     int64_t mem_limit;   /* bytes from resources.limits.memory, -1 none */
     int64_t cpu_millis;  /* from resources.limits.cpu, -1 none */
     uid_t uid;           /* the uid the process runs as (in the sandbox) */
+    char *netns;         /* the network namespace to join before bwrap, or NULL */
 };
 
 /* The sandbox command for container (an element of spec.containers or
@@ -124,6 +135,26 @@ void podplan_exec_done(struct podplan_exec *e);
 /* Kubernetes quantity ("512Mi", "1G", "250m", "1.5") scaled by mult: bytes
  * for memory (mult 1), millicores for cpu (mult 1000). 0 or TERN_EINVALID. */
 int podplan_quantity(const char *s, int64_t mult, int64_t *ret);
+
+/* Whether the pod's requests fit a node with cpu_milli millicores and
+ * mem_bytes of memory, as kube-scheduler's NodeResourcesFit judges a pod
+ * alone on an empty node: the larger of the init containers' largest
+ * request and the sum of the containers' requests, per resource (a
+ * container with limits and no requests requests its limits, as the API
+ * server defaults it). When it does not fit, why[] gets the scheduler's
+ * message ("0/1 nodes are available: 1 Insufficient cpu. preemption: ...")
+ * and false is returned. Pods already running on the node are not counted
+ * (tern-dev runs every pod it can). */
+bool podplan_fits(const cJSON *pod, int64_t cpu_milli, int64_t mem_bytes, char *why, size_t n);
+
+/* Whether image is a valid reference (the distribution grammar a kubelet
+ * parses before pulling: [domain[:port]/]path[:tag][@digest], lowercase
+ * path components). When not, why[] gets the kubelet's message for the
+ * InvalidImageName waiting reason ("Failed to apply default image tag
+ * \"X\": couldn't parse image name \"X\": invalid reference format").
+ * tern-dev pulls nothing, but a name no registry could serve is refused
+ * as a cluster would. */
+bool podplan_image_valid(const char *image, char *why, size_t n);
 
 /* Expands $(VAR) references in s from envp ("K=V" strings, later entries
  * win); $$ gives $; unknown references stay as written. New string. */

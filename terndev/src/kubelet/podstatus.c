@@ -81,7 +81,7 @@ static cJSON *container_json(const cJSON *pod, const struct podstatus_container 
         json_add_string(o, "containerID", id);
     }
     cJSON_AddBoolToObject(o, "ready", c->ready);
-    cJSON_AddBoolToObject(o, "started", c->state == PODSTATUS_RUNNING);
+    cJSON_AddBoolToObject(o, "started", c->state == PODSTATUS_RUNNING && !c->startup_pending);
     json_add_int64(o, "restartCount", c->restart_count);
     cJSON *st = cJSON_AddObjectToObject(o, "state");
     if (c->state == PODSTATUS_RUNNING) {
@@ -222,4 +222,17 @@ cJSON *podstatus_build(const cJSON *pod, const struct podstatus_container *cs, s
     cJSON *r = cJSON_DetachItemFromObjectCaseSensitive(wrap, "status");
     cJSON_Delete(wrap);
     return r;
+}
+
+cJSON *podstatus_unschedulable(const cJSON *pod, const char *message, int64_t now)
+{
+    cJSON *wrap = cJSON_CreateObject();
+    const cJSON *old = kobj_at(pod, "status");
+    cJSON *st = old ? json_dup(old) : cJSON_CreateObject();
+    cJSON_AddItemToObject(wrap, "status", st);
+    kobj_set_str(wrap, "status.phase", "Pending");
+    kobj_set_cond(wrap, "PodScheduled", "False", "Unschedulable", message, now);
+    cJSON *ret = cJSON_DetachItemFromObjectCaseSensitive(wrap, "status");
+    cJSON_Delete(wrap);
+    return ret;
 }

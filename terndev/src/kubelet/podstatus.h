@@ -38,6 +38,7 @@ struct podstatus_container {
     struct podstatus_term last;
     int restart_count;
     bool ready;
+    bool startup_pending; /* running, its startupProbe not passed yet: started false */
     bool done; /* terminated and not going to restart */
     long pid;  /* reported as containerID bwrap://<pid> when > 0 */
 };
@@ -51,5 +52,10 @@ const char *podstatus_phase(const struct podstatus_container *cs, size_t n);
  * containerStatuses (image copied from the spec). Caller owns the result. */
 cJSON *podstatus_build(const cJSON *pod, const struct podstatus_container *cs, size_t n,
                        const char *pod_ip, const char *host_ip, bool sandbox_ready, int64_t now);
+
+/* The status the scheduler gives a pod it cannot place: phase Pending and
+ * PodScheduled=False, reason Unschedulable, with message (the old
+ * condition's lastTransitionTime kept while it holds). Caller owns it. */
+cJSON *podstatus_unschedulable(const cJSON *pod, const char *message, int64_t now);
 
 #endif

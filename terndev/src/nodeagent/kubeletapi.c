@@ -390,17 +390,25 @@ out:
     SSL_free(ssl);
 }
 
+/* Frees fd's slot in live[]. */
+static void forget_fd(struct kubeletapi *a, int fd)
+{
+    pthread_mutex_lock(&a->mu);
+    for (int i = 0; i < TERN_KUBELETAPI_MAX_CONNS; i++)
+        if (a->live[i] == fd)
+            a->live[i] = -1;
+    pthread_mutex_unlock(&a->mu);
+}
+
 static void *conn_main(void *arg)
 {
     struct conn *c = arg;
     serve(c->a, c->fd);
     struct kubeletapi *a = c->a;
-    pthread_mutex_lock(&a->mu);
-    for (int i = 0; i < TERN_KUBELETAPI_MAX_CONNS; i++)
-        if (a->live[i] == c->fd)
-            a->live[i] = -1;
+    forget_fd(a, c->fd);
     close(c->fd);
     free(c);
+    pthread_mutex_lock(&a->mu);
     atomic_fetch_sub(&a->conns, 1);
     pthread_cond_broadcast(&a->cv);
     pthread_mutex_unlock(&a->mu);
@@ -437,11 +445,7 @@ static void *accept_main(void *arg)
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
         if (pthread_create(&t, &at, conn_main, c) != 0) {
-            pthread_mutex_lock(&a->mu);
-            for (int i = 0; i < TERN_KUBELETAPI_MAX_CONNS; i++)
-                if (a->live[i] == fd)
-                    a->live[i] = -1;
-            pthread_mutex_unlock(&a->mu);
+            forget_fd(a, fd);
             atomic_fetch_sub(&a->conns, 1);
             close(fd);
             free(c);
