@@ -227,12 +227,38 @@ static int page_event(void *ctx, const struct journal_event *ev)
     return 0;
 }
 
+/* ---- where a read of the journal starts ---------------------------------- */
+
+static int stop_at_first(void *ctx, const struct journal_event *ev)
+{
+    (void)ctx;
+    (void)ev;
+    return 1;
+}
+
+/* sinceSeq when given; else seq 1, or the latest snapshot when the events
+ * before it were compacted away (the runner's compaction, journal.md): the
+ * snapshot event, first in the answer, says up to where. An explicit
+ * sinceSeq below the oldest stored event is 410 Expired. */
+static uint64_t start_seq(const struct sapi_conn *c, struct journal *j)
+{
+    if (c->req.since_seq)
+        return c->req.since_seq;
+    const struct journal_summary *sum = journal_summary(j);
+    if (sum && sum->snapshot_seq) {
+        struct tern_err e = {0};
+        if (journal_replay(j, 1, stop_at_first, NULL, NULL, &e) == TERN_ECOMPACTED)
+            return JOURNAL_FROM_SNAPSHOT;
+    }
+    return 1;
+}
+
 static void events_list(struct sapi_conn *c, struct journal *j)
 {
     struct buf items;
     buf_init(&items, TERN_SAPI_MAX_LIST_BYTES + TERN_JOURNAL_MAX_DATA + 4096);
     struct page p = {.out = &items, .limit = c->req.limit ? c->req.limit : TERN_SAPI_PAGE};
-    uint64_t from = c->req.since_seq ? c->req.since_seq : 1;
+    uint64_t from = start_seq(c, j);
     struct tern_err e = {0};
     int rc = journal_replay(j, from, page_event, &p, NULL, &e);
     if (rc && rc != 1) {
@@ -544,7 +570,7 @@ static void follow_stream(struct sapi_conn *c, const cJSON *s, struct journal *j
     pthread_t mon;
     bool mon_ok = pthread_create(&mon, NULL, monitor_main, &f) == 0;
     struct tern_err e = {0};
-    uint64_t from = c->req.since_seq ? c->req.since_seq : 1;
+    uint64_t from = start_seq(c, j);
     int rc = mon_ok ? journal_tail(j, from, follow_event, &f, &f.cancel, &e) : -EAGAIN;
     atomic_store(&f.cancel, true);
     if (mon_ok)
@@ -604,7 +630,7 @@ static void journal_routes(struct sapi_conn *c)
         if (sapi__stream_begin(c, "application/x-ndjson")) {
             struct lines_ctx l = {c};
             struct tern_err e = {0};
-            int rc = journal_replay(j, c->req.since_seq ? c->req.since_seq : 1, line_event, &l,
+            int rc = journal_replay(j, start_seq(c, j), line_event, &l,
                                     NULL, &e);
             if (rc && rc != -EPIPE)
                 sapi__status_rc(c, rc, "reading the journal", e.msg);
@@ -684,6 +710,11 @@ static void output(struct sapi_conn *c)
     /* the running call, if any, is among the last events (a tool_call is
      * journaled right before the command starts) */
     int rc = journal_replay(j, last > 20 ? last - 20 : 1, scan_calls, &lc, NULL, &e);
+    if (rc == TERN_ECOMPACTED) { /* fewer than 20 events since a compaction: at the
+                                  * first one, before any was visited */
+        e = (struct tern_err){0};
+        rc = journal_replay(j, JOURNAL_FROM_SNAPSHOT, scan_calls, &lc, NULL, &e);
+    }
     if (rc) {
         sapi__status_rc(c, rc, "reading the journal", e.msg);
         goto out;
