@@ -55,7 +55,8 @@ APPROVER_GROUP = "tern-approvers"
 def demo_manifest(t, name):
     with open(os.path.join(ROOT, "examples", "demo.yaml")) as f:
         m = f.read()
-    return m.replace("http://127.0.0.1:0/v1", t.base).replace("name: demo\n", "name: %s\n" % name)
+    return (m.replace("http://127.0.0.1:0/v1", t.base).replace("name: demo\n", "name: %s\n" % name)
+            .replace("http://127.0.0.1:0/demo.git", t.remote))
 
 
 class Run:
@@ -233,6 +234,9 @@ def step_demo(r):
     t.kubectl("create", "namespace", NS)
     t.apply_runner_rbac(NS)
     t.create_secret("demo-model", "api-key", "not-a-real-key", ns=NS)
+    # the demo publishes its fix branch to a git remote that requires a token
+    # (examples/demo.yaml: Secret demo-git)
+    t.create_secret("demo-git", "token", t.remote_token, ns=NS)
     # the approver: a user of the approver group, allowed to read and
     # annotate sessions in the namespace (RBAC is the cluster admin's part;
     # the chart's policy then checks who may decide)
@@ -264,7 +268,7 @@ def step_demo(r):
     contains(out, "approved " + s["status"]["pendingApproval"]["id"], "kubectl tern approve")
     s = r.completed("demo")
     eq(phase(s), "Succeeded", "phase (%s)" % json.dumps(s.get("status"))[:800])
-    contains(s["status"]["result"]["summary"], "pushed", "result")
+    contains(s["status"]["result"]["summary"], "published", "result")
     approved = [e for e in ternlocal.journal_events(t.journal, s["metadata"]["uid"])
                 if e["type"] == "approval_decided"]
     eq(len(approved), 1, "one approval_decided event")
@@ -352,6 +356,8 @@ def main():
         t.start_etcd()
         t.start_cluster()
         t.base = t.start_fakellm(os.path.join(ROOT, "examples", "demo-script.json"))
+        t.remote_token = "demo-" + os.urandom(12).hex()
+        t.remote = t.start_gitremote(t.remote_token, repo="demo.git")
         r = Run(t)
         done = set()
         for name, fn, needs in [

@@ -225,6 +225,36 @@ def main():
             r = tern(t, "logs", "live", "--as", "carol", check=False)
             contains(r.stderr, "forbidden", "carol, unbound")
 
+        def a_compacted_journal_starts_at_its_snapshot():
+            # what the runner's compaction leaves (journal_compact): a
+            # snapshot event after the last one, the summary pointing at it,
+            # the events before it deleted
+            uid = t.session("live")["metadata"]["uid"]
+            base = "/tern/v1/s/%s/" % uid
+            sum_ = json.loads(dict(t.journal.range(base + "sum"))[base + "sum"])
+            last = sum_["lastSeq"]
+            snap = {"v": 1, "seq": last + 1, "type": "snapshot", "turn": 0,
+                    "time": "2026-12-01T00:00:00.000000000Z",
+                    "data": {"upto": last, "summary": sum_, "state": None}}
+            t.journal.put(base + "ev/%016x" % (last + 1), json.dumps(snap))
+            t.journal.put(base + "sum", json.dumps(dict(sum_, lastSeq=last + 1,
+                                                        snapshotSeq=last + 1)))
+            t.journal.call("/v3/kv/deleterange", {
+                "key": ternlocal._b64(base + "ev/"),
+                "range_end": ternlocal._b64(base + "ev/%016x" % (last + 1))})
+            eq([e["seq"] for e in ternlocal.journal_events(t.journal, uid)], [last + 1],
+               "only the snapshot is stored")
+            r = tern(t, "logs", "live")
+            contains(r.stdout, "snapshot of the session up to seq %d" % last, "logs says so")
+            eq(len(r.stdout.strip().splitlines()), 1, "and shows what is stored:\n" + r.stdout)
+            page = json.loads(raw(t, GV + "/namespaces/default/sessions/live/events"))
+            eq([e["seq"] for e in page["items"]], [last + 1], "events from the snapshot")
+            r = subprocess.run([ternlocal.KUBECTL, "get", "--raw", GV +
+                                "/namespaces/default/sessions/live/events?sinceSeq=1"],
+                               capture_output=True, text=True, env=tern_env(t), timeout=60)
+            eq(r.returncode != 0, True, "an explicit sinceSeq below it: " + r.stdout)
+            contains(r.stderr.lower(), "expired", "410 Expired")
+
         def the_operator_serves_only_the_api_server():
             host, port = ternlocal.local_ip(), t.api_port
             ctx = ssl.create_default_context(cafile=t.api_pki.path("ca.crt"))
@@ -265,6 +295,8 @@ def main():
             ("ls_and_cp_an_artifact", ls_and_cp_an_artifact),
             ("cp_while_the_sandbox_is_parked", cp_while_the_sandbox_is_parked),
             ("rbac_decides_who_reads_what", rbac_decides_who_reads_what),
+            ("a_compacted_journal_starts_at_its_snapshot",
+             a_compacted_journal_starts_at_its_snapshot),
             ("the_operator_serves_only_the_api_server", the_operator_serves_only_the_api_server),
         ]:
             if only and not any(o in name for o in only):

@@ -831,8 +831,12 @@ static int cmd_logs(struct cli *c)
     int rc = 0;
     for (int attempt = 0;; attempt++) {
         char *base = api_path(c, c->args[0], "log");
-        char *path = xasprintf("%s?sinceSeq=%lld%s", base, (long long)l.last_seq + 1,
-                               c->follow ? "&follow=true" : "");
+        /* the first request names no seq: the server starts at seq 1, or
+         * at the latest snapshot of a compacted journal */
+        char since[48] = "";
+        if (l.last_seq)
+            snprintf(since, sizeof since, "sinceSeq=%lld&", (long long)l.last_seq + 1);
+        char *path = xasprintf("%s?%s%s", base, since, c->follow ? "follow=true" : "");
         free(base);
         struct kclient_err ke = {0};
         buf_reset(&l.err);
