@@ -218,6 +218,8 @@ def main():
         c = objs[("Deployment", "tern-operator")]["spec"]["template"]["spec"]["containers"][0]
         contains(c["args"], "--metrics-addr=$(POD_IP):8080", "metrics on the pod IP")
         contains(c["args"], "--health-addr=$(POD_IP):8081", "health on the pod IP")
+        contains(c["args"], "--api-addr=$(POD_IP):8443",
+                 "the aggregated API on the pod IP (a rolling update's two pods on one node)")
         eq([e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"] if e["name"] == "POD_IP"],
            ["status.podIP"], "POD_IP from status.podIP")
         objs = index(template("approvals.approverGroup=leads"))

@@ -208,9 +208,14 @@ static void *summary_watch(void *arg)
     long backoff_ms = 200;
     while (!atomic_load(&c->stop)) {
         int64_t rev = 0;
-        if (etcd_revision(c->cfg.etcd, &rev, NULL) == 0) {
+        /* the revision read within the watched prefix: on a locked journal
+         * the operator's role covers /tern/v1/s/ only, and a range outside
+         * it is refused (the watch then never started: a pass that only
+         * the journal triggers, such as an approval timeout, never came) */
+        const struct etcd_keys keys = {.key = "/tern/v1/s/", .prefix = true};
+        if (etcd_revision_in(c->cfg.etcd, &keys, &rev, NULL) == 0) {
             struct etcd_watch_req req = {
-                .keys = {.key = "/tern/v1/s/", .prefix = true},
+                .keys = keys,
                 .start_revision = rev + 1,
                 .progress_notify = true,
                 .give_up_ms = -1,

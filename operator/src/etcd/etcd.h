@@ -199,8 +199,14 @@ int etcd_get(struct etcd *c, const char *key, struct etcd_kv **ret_kv, int64_t *
              struct tern_err *err);
 void etcd_kv_free(struct etcd_kv *kv);
 
-/* The store's current revision (a count-only range on an empty range). */
+/* The store's current revision (a count-only range on an empty range).
+ * With etcd auth on, that range is outside most roles: a client with a
+ * prefix role asks etcd_revision_in with keys it may read. */
 int etcd_revision(struct etcd *c, int64_t *ret, struct tern_err *err);
+/* The store's current revision, read with a one-key, keys-only range of
+ * keys (the revision is the store's whatever the range holds). */
+int etcd_revision_in(struct etcd *c, const struct etcd_keys *keys, int64_t *ret,
+                     struct tern_err *err);
 
 /* ---- put / delete ------------------------------------------------------- */
 
