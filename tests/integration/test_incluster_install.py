@@ -403,7 +403,15 @@ def step_suspend_and_delete(r):
         "get", "pod", "demo-sandbox", "-n", NS, "--ignore-not-found", "-o", "name")
         .strip() == "", 60, interval=0.2)
     uids = {n: t.session(n, NS)["metadata"]["uid"] for n in ("demo", "demo-alt")}
-    t.kubectl("delete", "agentsession", "demo", "demo-alt", "-n", NS, "--timeout=60s")
+    # the fork has finished: with a time to live of 0 the operator deletes it
+    wait_for("demo-alt finished", lambda: phase(t.session("demo-alt", NS)) == "Succeeded", 60,
+             interval=0.2)
+    t.kubectl("patch", "agentsession", "demo-alt", "-n", NS, "--type=merge", "-p",
+              '{"spec":{"ttlSecondsAfterFinished":0}}')
+    wait_for("demo-alt deleted by the operator (ttlSecondsAfterFinished)", lambda: t.kubectl(
+        "get", "agentsession", "demo-alt", "-n", NS, "--ignore-not-found", "-o", "name")
+        .strip() == "", 60, interval=0.2)
+    t.kubectl("delete", "agentsession", "demo", "-n", NS, "--timeout=60s")
     for n, uid in uids.items():
         wait_for("journal of %s deleted" % n,
                  lambda: ternlocal.journal_keys(t.journal, uid) == [], 30)

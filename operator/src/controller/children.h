@@ -43,6 +43,9 @@ struct children_config {
     const char *model_secret_key;
     int64_t turn_backoff_limit;       /* Job backoffLimit (retryable failures) */
     int64_t job_ttl_seconds;          /* ttlSecondsAfterFinished */
+    /* sessions without spec.ttlSecondsAfterFinished are deleted this long
+     * after they finished; <= 0: kept (--ttl-seconds-after-finished) */
+    int64_t session_ttl_seconds;
     /* The egress proxy sandboxes use (docs/egress.md); NULL = none, and
      * then host entries of networkAllowlist allow nothing. */
     const char *egress_proxy;           /* "HOST:PORT" for HTTP(S)_PROXY (HOST an IP literal) */

@@ -422,11 +422,38 @@ static int env_int(const char *(*get)(void *, const char *), void *ctx, const ch
     return 0;
 }
 
+/* The sandbox address in a session's status (the pod has an IP; it may
+ * not answer yet: the turn's Job starts beside its sandbox), or NULL. */
+static const char *sandbox_address(const cJSON *obj)
+{
+    const cJSON *addr = json_get(json_get(json_get(obj, "status"), "sandbox"), "address");
+    return cJSON_IsString(addr) && *addr->valuestring ? addr->valuestring : NULL;
+}
+
+struct address_watch {
+    const char *uid;
+    cJSON *found; /* the session once it names an address (owned) */
+};
+
+static int on_session_event(void *ctx, enum kwatch_type type, cJSON *obj)
+{
+    struct address_watch *w = ctx;
+    const cJSON *uid = json_get(json_get(obj, "metadata"), "uid");
+    bool ours = cJSON_IsString(uid) && strcmp(uid->valuestring, w->uid) == 0;
+    if (type == KWATCH_DELETED || !ours || !sandbox_address(obj)) {
+        cJSON_Delete(obj);
+        return type == KWATCH_DELETED || (!ours && type != KWATCH_BOOKMARK) ? 1 : 0;
+    }
+    w->found = obj;
+    return 1;
+}
+
 /* Reads the AgentSession TERN_NAMESPACE/TERN_SESSION through the Kubernetes
  * API (kubeconfig_load_auto: $KUBECONFIG, in-cluster, ~/.kube/config), checks its uid,
- * parses its spec and waits (polling, up to wait_ms) until its status names
- * a ready sandbox address. TERN_EINVALID for a session that is gone or was
- * re-created (this Job is stale: fail fast); other errors are retryable. */
+ * parses its spec and waits (watching the session, up to wait_ms) until its
+ * status names the sandbox's address. TERN_EINVALID for a session that is
+ * gone or was re-created (this Job is stale: fail fast); other errors are
+ * retryable. */
 static int load_from_api(struct runner_config *c, int64_t wait_ms, struct tern_err *err)
 {
     static const struct kgvr sessions = {"tern.dev", "v1alpha1", "agentsessions"};
@@ -470,22 +497,42 @@ static int load_from_api(struct runner_config *c, int64_t wait_ms, struct tern_e
                          c->ns, c->session, cJSON_IsString(uid) ? uid->valuestring : "?", c->uid);
             goto out;
         }
-        const cJSON *sb = json_get(json_get(obj, "status"), "sandbox");
-        const cJSON *addr = json_get(sb, "address");
-        if (cJSON_IsString(addr) && *addr->valuestring && cJSON_IsTrue(json_get(sb, "ready"))) {
-            c->sandbox_addr = xstrdup(addr->valuestring);
+        if (sandbox_address(obj)) {
+            c->sandbox_addr = xstrdup(sandbox_address(obj));
             break;
         }
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         int64_t ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
         if (ms >= wait_ms) {
-            rc = err_set(err, TERN_ETIMEOUT, "AgentSession %s/%s: no ready sandbox after %lld ms",
+            rc = err_set(err, TERN_ETIMEOUT, "AgentSession %s/%s: no sandbox address after %lld ms",
                          c->ns, c->session, (long long)ms);
             goto out;
         }
-        struct timespec pause = {0, 250 * 1000000L}; /* polling a condition, bounded above */
-        nanosleep(&pause, NULL);
+        /* until the operator writes the address: a watch from what we read
+         * (a stream that ends or fails: read again) */
+        const cJSON *rv = json_get(json_get(obj, "metadata"), "resourceVersion");
+        char *sel = xasprintf("metadata.name=%s", c->session);
+        long left_s = (long)((wait_ms - ms + 999) / 1000);
+        struct kclient_list_opts lo = {.field_selector = sel,
+                                       .resource_version = cJSON_IsString(rv) ? rv->valuestring
+                                                                              : NULL,
+                                       .timeout_seconds = left_s > 0 ? left_s : 1,
+                                       .allow_bookmarks = true};
+        struct address_watch aw = {.uid = c->uid};
+        struct kclient_err we = {0};
+        int w = kclient_watch(cl, &sessions, c->ns, &lo, on_session_event, &aw, &we);
+        free(sel);
+        if (aw.found) {
+            cJSON_Delete(obj);
+            obj = aw.found;
+            c->sandbox_addr = xstrdup(sandbox_address(obj));
+            break;
+        }
+        if (w < 0) { /* an error: do not spin on a server that refuses watches */
+            struct timespec pause = {0, 250 * 1000000L};
+            nanosleep(&pause, NULL);
+        }
     }
     rc = runner_spec_parse(obj, &c->spec, err);
     if (rc)
@@ -568,11 +615,12 @@ int runner_config_load(const char *(*get)(void *ctx, const char *name), void *ct
                       c.sandbox_token[tl - 1] == ' '))
         c.sandbox_token[--tl] = 0;
 
+    if ((rc = env_int(get, ctx, "TERN_SANDBOX_WAIT_MS", 0, 3600000, 60000, &c.sandbox_wait_ms,
+                      err)))
+        goto out;
     if (!c.spec_file) {
         /* the normal case in a cluster: read the AgentSession */
-        int64_t wait_ms;
-        if ((rc = env_int(get, ctx, "TERN_SANDBOX_WAIT_MS", 0, 3600000, 60000, &wait_ms, err)) ||
-            (rc = load_from_api(&c, wait_ms, err)))
+        if ((rc = load_from_api(&c, c.sandbox_wait_ms, err)))
             goto out;
         /* the session as it is now: a spec.model.baseURL fixed while the
          * Job retries applies from its next attempt */

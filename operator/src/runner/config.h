@@ -92,6 +92,7 @@ struct runner_config {
     char *prices_file;        /* or NULL */
     int64_t lock_ttl_s;
     int64_t lock_wait_ms;
+    int64_t sandbox_wait_ms;  /* TERN_SANDBOX_WAIT_MS: for its address, then its readiness */
     int64_t model_timeout_ms;
     int64_t model_max_retries;
     int64_t max_completion_tokens;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct sbx {
     char *base;   /* "http://HOST:PORT" */
@@ -48,6 +49,49 @@ void sbx_result_done(struct sbx_result *r)
         return;
     free(r->body);
     memset(r, 0, sizeof *r);
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int sbx_wait_ready(struct sbx *s, int64_t timeout_ms, struct tern_err *err)
+{
+    char *url = xasprintf("%s/readyz", s->base);
+    const char *headers[] = {s->auth, NULL};
+    int64_t deadline = mono_ms() + timeout_ms;
+    struct tern_err last = {0};
+    int rc = TERN_ETIMEOUT;
+    for (;;) {
+        struct httpc_request req = {.method = "GET",
+                                    .url = url,
+                                    .headers = headers,
+                                    .timeout_ms = 2000,
+                                    .connect_timeout_ms = 1000,
+                                    .max_body = 4096};
+        struct httpc_response resp = {0};
+        int r = httpc_do(s->http, &req, &resp, &last);
+        long status = resp.status;
+        httpc_response_done(&resp);
+        if (r == 0 && status == 200) {
+            rc = 0;
+            break;
+        }
+        if (r == 0)
+            err_set(&last, TERN_EHTTP, "GET /readyz: HTTP %ld", status);
+        if (mono_ms() >= deadline)
+            break;
+        struct timespec pause = {0, 20 * 1000000L}; /* polling a peer that is starting */
+        nanosleep(&pause, NULL);
+    }
+    free(url);
+    if (rc)
+        rc = err_set(err, TERN_ETIMEOUT, "tern-sandboxd at %s not ready after %lld ms: %s",
+                     s->base, (long long)timeout_ms, last.msg[0] ? last.msg : "no answer");
+    return rc;
 }
 
 /* "/v1/files/" + each path segment percent-encoded ("." = the root). */

@@ -49,6 +49,11 @@ struct sbx_result {
 
 void sbx_result_done(struct sbx_result *r);
 
+/* Waits until tern-sandboxd answers GET /readyz with 200 (polling every
+ * 20 ms: the runner starts beside its sandbox and may be first), at most
+ * timeout_ms. 0, or TERN_ETIMEOUT with the last error in err. */
+int sbx_wait_ready(struct sbx *s, int64_t timeout_ms, struct tern_err *err);
+
 /* Runs the validated call a (any tool) with timeout_ms (from policy_decide).
  * key is "<uid>/<callId>" (used for exec and write_file). Returns 0 and *ret,
  * or a transport error. */

@@ -803,6 +803,11 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
     t.model = model_client_new(&mc);
     struct sbx_config sc = {.address = cfg->sandbox_addr, .token = cfg->sandbox_token};
     t.sbx = sbx_new(&sc);
+    /* the runner may start before tern-sandboxd listens (they start
+     * together); not ready in time is retryable */
+    rc = sbx_wait_ready(t.sbx, cfg->sandbox_wait_ms > 0 ? cfg->sandbox_wait_ms : 60000, err);
+    if (rc)
+        goto out;
     t.tr = trusted_new(cfg, t.sbx, stop);
     if (!trusted_has_mcp(t.tr)) {
         struct tern_err e0 = {0};

@@ -1095,14 +1095,15 @@ static void set_defaults(struct session_spec *s)
     s->sandbox.idle_suspend_seconds = SESSION_DEFAULT_IDLE_SUSPEND_SECONDS;
     s->approval.timeout_seconds = SESSION_DEFAULT_APPROVAL_TIMEOUT;
     s->approval.on_timeout = SESSION_ON_TIMEOUT_DENY;
+    s->ttl_seconds_after_finished = -1;
 }
 
 int session_spec_parse(const cJSON *obj, struct session_spec **ret, struct tern_err *err)
 {
     static const char *const spec_fields[] = {
-        "objective", "identity", "context",  "skills",  "memory",   "messages", "permissions",
-        "tools",     "limits",   "model",    "sandbox", "approval", "suspend",  "forkFrom",
-        NULL};
+        "objective", "identity", "context", "skills",   "memory",  "messages", "permissions",
+        "tools",     "limits",   "model",   "sandbox",  "approval", "suspend", "forkFrom",
+        "ttlSecondsAfterFinished", NULL};
     static const char *const identity_fields[] = {"serviceAccountName", NULL};
     static const char *const memory_fields[] = {"configMapRef", NULL};
     struct session_spec *s = xcalloc(1, sizeof *s);
@@ -1163,6 +1164,9 @@ int session_spec_parse(const cJSON *obj, struct session_spec **ret, struct tern_
         (r = parse_approval(spec, s, err)))
         goto out;
     if ((r = json_get_bool(spec, "spec", "suspend", JSON_OPTIONAL, &s->suspend, err)))
+        goto out;
+    if ((r = json_get_int_range(spec, "spec", "ttlSecondsAfterFinished", JSON_OPTIONAL, 0,
+                                SESSION_MAX_TTL_SECONDS, &s->ttl_seconds_after_finished, err)))
         goto out;
     if ((r = parse_fork(spec, s, err)))
         goto out;

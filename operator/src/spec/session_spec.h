@@ -34,6 +34,7 @@
 #define SESSION_DEFAULT_BASE_URL             "https://api.openai.com/v1"
 #define SESSION_DEFAULT_WORKSPACE_SIZE       "5Gi"
 #define SESSION_DEFAULT_IDLE_SUSPEND_SECONDS 600
+#define SESSION_MAX_TTL_SECONDS 31536000 /* spec.ttlSecondsAfterFinished: a year */
 #define SESSION_DEFAULT_APPROVAL_TIMEOUT     86400
 #define SESSION_DEFAULT_MCP_TIMEOUT          60
 #define SESSION_DEFAULT_PUBLISH_USERNAME     "x-access-token"
@@ -214,6 +215,10 @@ struct session_spec {
     } approval;
 
     bool suspend;
+    /* spec.ttlSecondsAfterFinished: a finished session (Succeeded or Failed,
+     * nothing new since) is deleted this long after its last event; -1 =
+     * unset (the operator's default applies), 0 = delete at once */
+    int64_t ttl_seconds_after_finished;
 
     struct {
         bool set;
