@@ -13,9 +13,12 @@
 #include "json/json.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static struct etcd_fixture fx;
@@ -435,3 +438,65 @@ static void password_file(const char *bin)
 }
 TEST(password_file_is_reread_on_34) { password_file(NULL); }
 TEST(password_file_is_reread_on_36) { password_file(ETCD36); }
+
+/* The operator's summary watch under its prefix role: etcd_revision (a
+ * range outside every prefix) is refused, etcd_revision_in the watched
+ * prefix reads the revision, and a watch "from now" (which pins the
+ * revision the same way) delivers a put. Without it the operator's watch
+ * never started on a locked journal. */
+struct watch_probe {
+    struct etcd *c;
+    atomic_bool seen;
+};
+
+static int probe_batch(void *ctx, const struct etcd_watch_batch *b)
+{
+    struct watch_probe *p = ctx;
+    if (b->nevents > 0)
+        atomic_store(&p->seen, true);
+    return b->nevents > 0 ? 1 : 0;
+}
+
+static void *probe_writer(void *arg)
+{
+    struct watch_probe *p = arg;
+    /* until the watch has seen one: each put is after the watch began, or
+     * the next one is */
+    for (int i = 0; i < 600 && !atomic_load(&p->seen); i++) {
+        put_raw(p->c, "/tern/v1/s/uid-w/sum", "{}");
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void prefix_role_watch(const char *bin)
+{
+    start(bin);
+    init_access(NULL);
+    struct etcd *op = client("operator", JOURNAL_OPERATOR_USER, "op-pw");
+    struct tern_err e = {0};
+    int64_t rev = 0;
+    ASSERT_TRUE(etcd_revision(op, &rev, &e) != 0); /* outside the role */
+    e = (struct tern_err){0};
+    ASSERT_OK(etcd_revision_in(op, &(struct etcd_keys){.key = "/tern/v1/s/", .prefix = true},
+                               &rev, &e));
+    ASSERT_TRUE(rev > 0);
+    struct etcd *w = client("operator", JOURNAL_OPERATOR_USER, "op-pw");
+    struct watch_probe p = {.c = w};
+    pthread_t th;
+    ASSERT_EQ_INT(pthread_create(&th, NULL, probe_writer, &p), 0);
+    int r = etcd_watch(op,
+                       &(struct etcd_watch_req){.keys = {.key = "/tern/v1/s/", .prefix = true},
+                                                .give_up_ms = 20000},
+                       probe_batch, &p, NULL, NULL, &e);
+    atomic_store(&p.seen, true);
+    pthread_join(th, NULL);
+    if (r != 1)
+        th_fail(__FILE__, __LINE__, "watch from now under the operator's role: %d %s", r, e.msg);
+    etcd_free(w);
+    etcd_free(op);
+    etcd_fixture_stop(&fx);
+}
+TEST(prefix_role_reads_the_revision_and_watches_on_34) { prefix_role_watch(NULL); }
+TEST(prefix_role_reads_the_revision_and_watches_on_36) { prefix_role_watch(ETCD36); }
