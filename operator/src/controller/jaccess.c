@@ -29,12 +29,16 @@ struct jaccess {
     struct etcd *admin;
     pthread_mutex_t mu; /* guards the files and verified */
     struct pem_file ca, cert, key;
-    struct kmap *verified; /* uids whose etcd user was seen or made since start */
+    /* uids whose etcd user was seen or made since start, each with the
+     * generation of the runner material its Secret was last checked against
+     * (as a pointer: gen + 1) */
+    struct kmap *verified;
+    uintptr_t gen; /* bumped when a re-read file's content changed */
 };
 
 /* Re-reads f when its mtime or size changed (a rotated Secret volume swaps
  * the file). Returns 0, or TERN_EINVALID. */
-static int refresh(struct pem_file *f, struct tern_err *err)
+static int refresh(struct pem_file *f, uintptr_t *gen, struct tern_err *err)
 {
     struct stat st;
     if (stat(f->path, &st) != 0)
@@ -55,6 +59,8 @@ static int refresh(struct pem_file *f, struct tern_err *err)
                                            "bytes",
                        f->path, PEM_MAX);
     }
+    if (!f->text || strcmp(f->text, b) != 0)
+        (*gen)++;
     if (f->text) {
         explicit_bzero(f->text, strlen(f->text));
         free(f->text);
@@ -86,11 +92,11 @@ int jaccess_new(const struct jaccess_config *cfg, struct jaccess **ret, struct t
     a->cert.path = xstrdup(cfg->runner_cert_file);
     a->key.path = xstrdup(cfg->runner_key_file);
     a->verified = kmap_new();
-    int r = refresh(&a->ca, err);
+    int r = refresh(&a->ca, &a->gen, err);
     if (!r)
-        r = refresh(&a->cert, err);
+        r = refresh(&a->cert, &a->gen, err);
     if (!r)
-        r = refresh(&a->key, err);
+        r = refresh(&a->key, &a->gen, err);
     if (r) {
         jaccess_free(a);
         return r;
@@ -191,20 +197,22 @@ int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_s
                    const cJSON *secret, struct tern_err *err)
 {
     char *ca = NULL, *cert = NULL, *key = NULL, *password = NULL;
-    cJSON *body = NULL;
+    cJSON *body = NULL, *fetched = NULL;
     int r;
     pthread_mutex_lock(&a->mu);
-    r = refresh(&a->ca, err);
+    r = refresh(&a->ca, &a->gen, err);
     if (!r)
-        r = refresh(&a->cert, err);
+        r = refresh(&a->cert, &a->gen, err);
     if (!r)
-        r = refresh(&a->key, err);
+        r = refresh(&a->key, &a->gen, err);
     if (!r) {
         ca = xstrdup(a->ca.text);
         cert = xstrdup(a->cert.text);
         key = xstrdup(a->key.text);
     }
+    uintptr_t gen = a->gen;
     bool verified = kmap_has(a->verified, s->uid);
+    bool current = verified && (uintptr_t)kmap_get(a->verified, s->uid) == gen + 1;
     pthread_mutex_unlock(&a->mu);
     if (r)
         goto out;
@@ -242,6 +250,20 @@ int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_s
             goto out;
         goto out_verified;
     }
+    if (current)
+        goto out; /* checked since the runner material last changed */
+    /* the informer's cache keeps no Secret's data (controller.c): read this
+     * one, once per session and per change of the runner material */
+    if (!json_get(secret, "data")) {
+        char *name = children_name(s->name, "journal");
+        r = kclient_get(kc, &secrets, s->namespace, name, &fetched, &ke);
+        free(name);
+        if (r) {
+            err_set(err, r, "get secret %s-journal: %s", s->name, ke.e.msg);
+            goto out;
+        }
+        secret = fetched;
+    }
     password = secret_value(secret, "password");
     if (!password || !*password) {
         r = err_set(err, TERN_EINVALID, "secret %s-journal has no password", s->name);
@@ -276,9 +298,10 @@ int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_s
     }
 out_verified:
     pthread_mutex_lock(&a->mu);
-    kmap_put(a->verified, s->uid, NULL);
+    kmap_put(a->verified, s->uid, (void *)(gen + 1));
     pthread_mutex_unlock(&a->mu);
 out:
+    cJSON_Delete(fetched);
     cJSON_Delete(body);
     forget(ca);
     forget(cert);

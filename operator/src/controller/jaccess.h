@@ -48,8 +48,11 @@ cJSON *jaccess_secret(const struct session_spec *s, const char *password, const 
 /* Makes sure session s can reach its journal: given the Secret <s>-journal
  * as observed (NULL when absent), creates the user and the Secret, patches
  * a Secret whose certificate is outdated, and re-creates the user if etcd
- * lost it. Returns 0 or the first failure (etcd or the API;
- * TERN_ECONFLICT when the Secret exists but was not observed yet: retry). */
+ * lost it. The observed Secret may lack its data (the informer keeps none):
+ * it is then read from the API, once per session and per change of the
+ * runner material (a pass in between does nothing). Returns 0 or the first
+ * failure (etcd or the API; TERN_ECONFLICT when the Secret exists but was
+ * not observed yet: retry). */
 int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_spec *s,
                    const cJSON *secret, struct tern_err *err);
 
