@@ -201,6 +201,18 @@ static char *secret_token(struct sapi_kube *k, const char *ns, const char *sessi
 {
     char *name = children_name(session, "sandbox-token");
     cJSON *sec = controller_cached(k->cfg.ctl, CONTROLLER_SECRETS, ns, name);
+    if (sec && !json_get(sec, "data")) {
+        /* the operator's cache keeps no Secret's data: read it (a user's
+         * request for files, not every reconcile) */
+        static const struct kgvr secrets = {"", "v1", "secrets"};
+        cJSON_Delete(sec);
+        sec = NULL;
+        struct kclient *kc = client_get(k);
+        struct kclient_err ke = {0};
+        if (kclient_get(kc, &secrets, ns, name, &sec, &ke) != 0)
+            sec = NULL;
+        client_put(k, kc);
+    }
     free(name);
     const char *b = str_at(json_get(sec, "data"), "token", NULL);
     char *tok = NULL;
