@@ -27,7 +27,7 @@ import copy
 import json
 import os
 import sys
-import urllib.error
+from urllib.error import HTTPError
 
 import yaml
 
@@ -290,7 +290,7 @@ def step_in_cluster_config(r):
     try:
         anon.range("/tern/v1/s/")
         raise AssertionError("the journal answered a client without a user")
-    except urllib.error.HTTPError as e:
+    except HTTPError as e:
         msg = e.read().decode().lower()
         eq("permission denied" in msg or "user name is empty" in msg, True,
            "etcd auth is on: %s" % msg[:200])
