@@ -959,10 +959,21 @@ TEST_T(prompt_parts_unreadable_is_retryable, 60)
     struct env e;
     env_start(&e, S_FULL);
     write_spec(&e, "noprompt", SPEC_PLAIN);
-    /* a runner (re)started while sandboxd is down: no prompt without
-     * simple.md, so no model call and nothing journaled from one */
-    proc_kill(&e.sbx);
+    /* sandboxd answers, but simple.md cannot be read (a directory in its
+     * place: not a 404): no prompt without it, so no model call */
+    char md[400], aside[420];
+    snprintf(md, sizeof md, "%s/simple.md", e.ws);
+    snprintf(aside, sizeof aside, "%s.aside", md);
+    ASSERT_EQ_INT(rename(md, aside), 0);
+    ASSERT_EQ_INT(mkdir(md, 0755), 0);
     ASSERT_EQ_INT(run_runner(&e, "noprompt", 1, NULL), 75);
+    ASSERT_EQ_INT(rmdir(md), 0);
+    ASSERT_EQ_INT(rename(aside, md), 0);
+    /* a runner (re)started while sandboxd is down: it waits for /readyz
+     * (TERN_SANDBOX_WAIT_MS), then exits retryable */
+    proc_kill(&e.sbx);
+    const char *short_wait[] = {"TERN_SANDBOX_WAIT_MS=1500", NULL};
+    ASSERT_EQ_INT(run_runner(&e, "noprompt", 1, short_wait), 75);
     struct evs v;
     read_journal(&e, "noprompt", &v);
     ASSERT_EQ_INT(count(&v, "model_response"), 0);
