@@ -330,3 +330,170 @@ TEST(webhook_decisions)
     webhook_result_done(&r);
     tspec_free(t);
 }
+
+/* ---- schedules, with the clock as an input ------------------------------ */
+
+#include "trigger/tsched.h"
+
+static int64_t at(const char *s) /* "2026-06-01T09:00:05" UTC */
+{
+    int y, mo, d, h, mi, se = 0;
+    if (sscanf(s, "%d-%d-%dT%d:%d:%d", &y, &mo, &d, &h, &mi, &se) < 5) /* test input */
+        th_fail(__FILE__, __LINE__, "bad time %s", s);
+    return tzwin_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se;
+}
+
+static struct tspec *sched(const char *cron, const char *policy, int deadline)
+{
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"metadata\":{\"name\":\"nightly\"},\"spec\":{\"templateRef\":{\"name\":\"t\"},"
+             "\"objective\":\"x\",\"schedule\":{\"cron\":\"%s\",\"concurrencyPolicy\":\"%s\"%s}}}",
+             cron, policy, deadline >= 0 ? ",\"startingDeadlineSeconds\":300" : "");
+    return trigger(json);
+}
+
+static struct tsched_output run_sched(const struct tspec *t, const struct tzwin_zone *z,
+                                      const char *created, const char *last, const char *now,
+                                      size_t nactive, int64_t last_skipped)
+{
+    struct tsched_input in = {.t = t, .z = z, .now = at(now), .created = at(created),
+                              .last_schedule = last ? at(last) : 0,
+                              .last_skipped = last_skipped, .nactive = nactive};
+    struct tsched_output out;
+    tsched_decide(&in, &out);
+    return out;
+}
+
+TEST(tsched_first_slot_and_next)
+{
+    struct tzwin_zone z;
+    tzwin_zone_utc(&z);
+    struct tspec *t = sched("0 9 * * *", "Allow", -1);
+    struct tsched_output o = run_sched(t, &z, "2026-06-01T08:59:30", NULL, "2026-06-01T08:59:50",
+                                       0, 0);
+    ASSERT_EQ_INT(o.action, TSCHED_NONE);
+    ASSERT_EQ_INT(o.next, at("2026-06-01T09:00:00"));
+    o = run_sched(t, &z, "2026-06-01T08:59:30", NULL, "2026-06-01T09:00:05", 0, 0);
+    ASSERT_EQ_INT(o.action, TSCHED_CREATE);
+    ASSERT_EQ_INT(o.slot, at("2026-06-01T09:00:00"));
+    ASSERT_TRUE(o.record_slot);
+    ASSERT_EQ_INT(o.next, at("2026-06-02T09:00:00"));
+    /* once recorded, the same slot is not taken again */
+    o = run_sched(t, &z, "2026-06-01T08:59:30", "2026-06-01T09:00:00", "2026-06-01T09:30:00", 0,
+                  0);
+    ASSERT_EQ_INT(o.action, TSCHED_NONE);
+    /* a clock that went back: nothing */
+    o = run_sched(t, &z, "2026-06-01T08:59:30", "2026-06-01T09:00:00", "2026-06-01T08:00:00", 0,
+                  0);
+    ASSERT_EQ_INT(o.action, TSCHED_NONE);
+    tspec_free(t);
+}
+
+TEST(tsched_downtime_runs_the_latest_missed_slot_once)
+{
+    struct tzwin_zone z;
+    tzwin_zone_utc(&z);
+    struct tspec *t = sched("0 9 * * *", "Allow", -1);
+    struct tsched_output o = run_sched(t, &z, "2026-05-01T00:00:00", "2026-06-01T09:00:00",
+                                       "2026-06-04T10:00:00", 0, 0);
+    ASSERT_EQ_INT(o.action, TSCHED_CREATE);
+    ASSERT_EQ_INT(o.slot, at("2026-06-04T09:00:00"));
+    ASSERT_EQ_INT(o.missed_count, 3);
+    ASSERT_FALSE(o.too_many_missed);
+    tspec_free(t);
+    /* with a deadline the latest is too old: missed, recorded, no session */
+    t = sched("0 9 * * *", "Allow", 300);
+    o = run_sched(t, &z, "2026-05-01T00:00:00", "2026-06-01T09:00:00", "2026-06-04T09:10:00", 0,
+                  0);
+    ASSERT_EQ_INT(o.action, TSCHED_MISSED);
+    ASSERT_TRUE(o.record_slot);
+    o = run_sched(t, &z, "2026-05-01T00:00:00", "2026-06-01T09:00:00", "2026-06-04T09:04:59", 0,
+                  0);
+    ASSERT_EQ_INT(o.action, TSCHED_CREATE);
+    tspec_free(t);
+    /* every minute for a day down: counting stops at the bound */
+    t = sched("* * * * *", "Allow", -1);
+    o = run_sched(t, &z, "2026-05-01T00:00:00", "2026-06-03T10:00:00", "2026-06-04T10:00:30", 0,
+                  0);
+    ASSERT_EQ_INT(o.action, TSCHED_CREATE);
+    ASSERT_TRUE(o.too_many_missed);
+    ASSERT_EQ_INT(o.slot, at("2026-06-04T10:00:00"));
+    tspec_free(t);
+}
+
+TEST(tsched_concurrency_policies)
+{
+    struct tzwin_zone z;
+    tzwin_zone_utc(&z);
+    struct tspec *t = sched("*/10 * * * *", "Forbid", -1);
+    struct tsched_output o = run_sched(t, &z, "2026-06-01T00:00:00", "2026-06-01T09:00:00",
+                                       "2026-06-01T09:10:01", 1, 0);
+    ASSERT_EQ_INT(o.action, TSCHED_FORBIDDEN);
+    ASSERT_TRUE(o.new_skip);
+    ASSERT_FALSE(o.record_slot);
+    int64_t slot = o.slot;
+    o = run_sched(t, &z, "2026-06-01T00:00:00", "2026-06-01T09:00:00", "2026-06-01T09:12:00", 1,
+                  slot);
+    ASSERT_EQ_INT(o.action, TSCHED_FORBIDDEN);
+    ASSERT_FALSE(o.new_skip); /* counted once */
+    /* the active session ended before the next slot: the slot starts late */
+    o = run_sched(t, &z, "2026-06-01T00:00:00", "2026-06-01T09:00:00", "2026-06-01T09:15:00", 0,
+                  slot);
+    ASSERT_EQ_INT(o.action, TSCHED_CREATE);
+    ASSERT_EQ_INT(o.slot, at("2026-06-01T09:10:00"));
+    tspec_free(t);
+    t = sched("*/10 * * * *", "Replace", -1);
+    o = run_sched(t, &z, "2026-06-01T00:00:00", "2026-06-01T09:00:00", "2026-06-01T09:10:01", 2,
+                  0);
+    ASSERT_EQ_INT(o.action, TSCHED_CREATE);
+    ASSERT_TRUE(o.replace);
+    tspec_free(t);
+    t = sched("*/10 * * * *", "Allow", -1);
+    o = run_sched(t, &z, "2026-06-01T00:00:00", "2026-06-01T09:00:00", "2026-06-01T09:10:01", 2,
+                  0);
+    ASSERT_EQ_INT(o.action, TSCHED_CREATE);
+    ASSERT_FALSE(o.replace);
+    tspec_free(t);
+}
+
+TEST(tsched_suspend_and_resume)
+{
+    struct tzwin_zone z;
+    tzwin_zone_utc(&z);
+    struct tspec *t = sched("0 * * * *", "Allow", 300);
+    t->suspend = true;
+    struct tsched_output o = run_sched(t, &z, "2026-06-01T00:00:00", "2026-06-01T09:00:00",
+                                       "2026-06-01T12:00:10", 0, 0);
+    ASSERT_EQ_INT(o.action, TSCHED_NONE);
+    ASSERT_EQ_INT(o.next, at("2026-06-01T13:00:00"));
+    /* resumed at 12:20: the 12:00 slot is past the deadline */
+    t->suspend = false;
+    o = run_sched(t, &z, "2026-06-01T00:00:00", "2026-06-01T09:00:00", "2026-06-01T12:20:00", 0,
+                  0);
+    ASSERT_EQ_INT(o.action, TSCHED_MISSED);
+    ASSERT_EQ_INT(o.slot, at("2026-06-01T12:00:00"));
+    tspec_free(t);
+}
+
+TEST(tsched_dst_in_berlin)
+{
+    struct tzwin_zone z;
+    struct tern_err e = {0};
+    if (tzwin_load(NULL, "Europe/Berlin", &z, &e))
+        th_fail(__FILE__, __LINE__, "zone: %s", e.msg);
+    struct tspec *t = sched("30 2 * * *", "Allow", -1);
+    /* spring forward: 02:30 does not exist; the slot is 03:00 CEST */
+    struct tsched_output o = run_sched(t, &z, "2026-03-01T00:00:00", "2026-03-28T01:30:00",
+                                       "2026-03-29T01:00:10", 0, 0);
+    ASSERT_EQ_INT(o.action, TSCHED_CREATE);
+    ASSERT_EQ_INT(o.slot, at("2026-03-29T01:00:00"));
+    /* fall back: 02:30 CEST ran at 00:30 UTC; 02:30 CET an hour later is
+     * the same label and starts nothing */
+    o = run_sched(t, &z, "2026-03-01T00:00:00", "2026-10-25T00:30:00", "2026-10-25T01:31:00", 0,
+                  0);
+    ASSERT_EQ_INT(o.action, TSCHED_NONE);
+    ASSERT_EQ_INT(o.next, at("2026-10-26T01:30:00"));
+    tzwin_zone_done(&z);
+    tspec_free(t);
+}
