@@ -171,6 +171,33 @@ spec:
     contains(r.stderr, "maxToolCalls", "error names the field")
 
 
+def scenario_gitops_repo_applies(t):
+    """examples/gitops/repo, as Argo CD or Flux would apply it: the API server
+    takes every object; the operator makes the triggers Ready and records
+    the one-off session's template."""
+    t.kubectl("create", "namespace", "gitops")
+    out = t.kubectl("apply", "-n", "gitops", "-k", os.path.join(ROOT, "examples", "gitops", "repo"))
+    for o in ("agentsessiontemplate.tern.dev/reviewer", "agenttrigger.tern.dev/pr-review",
+              "agenttrigger.tern.dev/nightly", "agentsession.tern.dev/audit-deps"):
+        contains(out, o + " created", "apply -k")
+    for name in ("pr-review", "nightly"):
+        wait_for("%s Ready" % name, lambda: any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (t.get_json("agenttrigger", name, "-n", "gitops").get("status") or {})
+            .get("conditions", [])), 60, interval=0.3)
+    s = t.wait_session("audit-deps", "template recorded",
+                       lambda s: (s.get("status") or {}).get("template"), ns="gitops")
+    eq(s["status"]["template"]["name"], "reviewer", "template")
+    # the Argo CD and Flux manifests point at this directory
+    import yaml
+    for f in ("argocd-application.yaml", "flux-kustomization.yaml"):
+        with open(os.path.join(ROOT, "examples", "gitops", f)) as fh:
+            docs = [d for d in yaml.safe_load_all(fh) if d]
+        paths = [d["spec"].get("source", {}).get("path") or d["spec"].get("path")
+                 for d in docs if d["kind"] in ("Application", "Kustomization")]
+        eq([p.lstrip("./") for p in paths], ["examples/gitops/repo"], f + " path")
+
+
 def main():
     only = sys.argv[1:]
     suite = Suite()
@@ -190,6 +217,7 @@ def main():
             ("merged_spec_validated", scenario_merged_spec_validated),
             ("template_ref_immutable", scenario_template_ref_immutable),
             ("template_rejects_session_fields", scenario_template_rejects_session_fields),
+            ("gitops_repo_applies", scenario_gitops_repo_applies),
         ]:
             if only and not any(o in name for o in only):
                 continue

@@ -592,8 +592,27 @@ static int schedule_pass(struct tctl *t, struct kclient *kc, const cJSON *obj,
         } else if (ke.http_status != 409) {
             r = err_set(err, cr, "create agentsession %s: %s", sname, ke.e.msg);
             goto out;
+        } else {
+            /* 409: an earlier pass created it and did not get to record the
+             * slot, or the name is someone else's */
+            cJSON *have = NULL;
+            struct kclient_err ge = {0};
+            int gr = kclient_get(kc, &session_gvr, o->ns, sname, &have, &ge);
+            const char *tl = label_of(have, TSPEC_LABEL_TRIGGER);
+            bool ours = gr == 0 && tl && strcmp(tl, ts->name) == 0;
+            cJSON_Delete(have);
+            if (gr && gr != TERN_ENOTFOUND) {
+                r = err_set(err, gr, "get agentsession %s: %s", sname, ge.e.msg);
+                goto out;
+            }
+            if (!ours) {
+                note = xasprintf("slot %s: agentsession %s exists and is not this trigger's; "
+                                 "no session for this slot",
+                                 local, sname);
+                event(t, obj, "Warning", "NameInUse", note);
+                change_count(c, "Conflict");
+            }
         }
-        /* 409: an earlier pass created it and did not get to record the slot */
         set_time(c, "lastScheduleTime", out.slot);
         break;
     }
