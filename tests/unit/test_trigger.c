@@ -335,12 +335,24 @@ TEST(webhook_decisions)
 
 #include "trigger/tsched.h"
 
+/* digits of s[i..i+n) as a number (test input, fixed positions) */
+static int digits(const char *s, int i, int n)
+{
+    int v = 0;
+    for (int k = 0; k < n; k++) {
+        if (s[i + k] < '0' || s[i + k] > '9')
+            th_fail(__FILE__, __LINE__, "bad time %s", s);
+        v = v * 10 + (s[i + k] - '0');
+    }
+    return v;
+}
+
 static int64_t at(const char *s) /* "2026-06-01T09:00:05" UTC */
 {
-    int y, mo, d, h, mi, se = 0;
-    if (sscanf(s, "%d-%d-%dT%d:%d:%d", &y, &mo, &d, &h, &mi, &se) < 5) /* test input */
+    if (strlen(s) != 19)
         th_fail(__FILE__, __LINE__, "bad time %s", s);
-    return tzwin_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se;
+    return tzwin_days_from_civil(digits(s, 0, 4), digits(s, 5, 2), digits(s, 8, 2)) * 86400 +
+           digits(s, 11, 2) * 3600 + digits(s, 14, 2) * 60 + digits(s, 17, 2);
 }
 
 static struct tspec *sched(const char *cron, const char *policy, int deadline)
