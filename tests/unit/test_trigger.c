@@ -400,6 +400,7 @@ TEST(tsched_first_slot_and_next)
                   0);
     ASSERT_EQ_INT(o.action, TSCHED_NONE);
     tspec_free(t);
+    tzwin_zone_done(&z);
 }
 
 TEST(tsched_downtime_runs_the_latest_missed_slot_once)
@@ -432,6 +433,7 @@ TEST(tsched_downtime_runs_the_latest_missed_slot_once)
     ASSERT_TRUE(o.too_many_missed);
     ASSERT_EQ_INT(o.slot, at("2026-06-04T10:00:00"));
     tspec_free(t);
+    tzwin_zone_done(&z);
 }
 
 TEST(tsched_concurrency_policies)
@@ -467,6 +469,7 @@ TEST(tsched_concurrency_policies)
     ASSERT_EQ_INT(o.action, TSCHED_CREATE);
     ASSERT_FALSE(o.replace);
     tspec_free(t);
+    tzwin_zone_done(&z);
 }
 
 TEST(tsched_suspend_and_resume)
@@ -486,6 +489,7 @@ TEST(tsched_suspend_and_resume)
     ASSERT_EQ_INT(o.action, TSCHED_MISSED);
     ASSERT_EQ_INT(o.slot, at("2026-06-01T12:00:00"));
     tspec_free(t);
+    tzwin_zone_done(&z);
 }
 
 TEST(tsched_dst_in_berlin)
