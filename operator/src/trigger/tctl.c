@@ -403,7 +403,8 @@ static int by_created(const void *a, const void *b)
 static void prune_history(struct tctl *t, struct kclient *kc, const struct tspec *ts,
                           struct owned *o)
 {
-    qsort(o->items, o->n, sizeof *o->items, by_created);
+    if (o->n > 1)
+        qsort(o->items, o->n, sizeof *o->items, by_created);
     size_t nsucc = 0, nfail = 0;
     for (size_t i = 0; i < o->n; i++) {
         if (strcmp(phase_of(o->items[i]), "Succeeded") == 0)
