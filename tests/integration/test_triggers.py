@@ -134,7 +134,17 @@ def start_op(t, name, cert, key, extra=()):
                                        *extra])
     hook = Hook(port, cert)
     wait_for("%s webhook receiver" % name, lambda: hook_ready(hook), 60, interval=0.2)
+    args = t.procs[name].p.args
+    ready = "http://%s/readyz" % args[args.index("--health-addr") + 1]
+    wait_for("%s informers synced" % name, lambda: url_ok(ready), 60, interval=0.2)
     return hook
+
+
+def url_ok(url):
+    try:
+        return urllib.request.urlopen(url, timeout=5).status == 200
+    except OSError:
+        return False
 
 
 def hook_ready(hook):
