@@ -44,12 +44,14 @@ struct opts {
     const char *webhook_addr, *webhook_cert, *webhook_key, *zoneinfo, *fault;
     bool leader_elect;
     int64_t workers, clock_skew;
+    int64_t session_ttl;
 };
 
 static const struct flag {
     const char *name, *env, *help;
     size_t off;
-    int kind; /* 0 string, 1 bool, 2 int */
+    int kind; /* 0 string, 1 bool, 2 int (1..64), 3 seconds (0..31536000), 4 signed
+                * seconds (a clock skew, +-10 years) */
 } flags[] = {
 #define F(n, e, k, field, h) {n, e, h, offsetof(struct opts, field), k}
     F("kubeconfig", "TERN_KUBECONFIG", 0, kubeconfig, "kubeconfig file (default: in-cluster)"),
@@ -84,7 +86,7 @@ static const struct flag {
     F("webhook-tls-key", "TERN_WEBHOOK_TLS_KEY", 0, webhook_key, "PEM key file of that certificate"),
     F("zoneinfo-dir", "TERN_ZONEINFO_DIR", 0, zoneinfo,
       "tz database of AgentTrigger schedules (default /usr/share/zoneinfo)"),
-    F("trigger-clock-skew", "TERN_TRIGGER_CLOCK_SKEW", 3, clock_skew,
+    F("trigger-clock-skew", "TERN_TRIGGER_CLOCK_SKEW", 4, clock_skew,
       "seconds added to the schedules' clock (tests only)"),
     F("fault", "TERN_FAULT", 0, fault,
       "tests only: webhook-exit-before-create | webhook-exit-after-create"),
@@ -92,6 +94,9 @@ static const struct flag {
     F("id", "TERN_POD_NAME", 0, id, "this replica's identity"),
     F("log-level", "TERN_LOG_LEVEL", 0, log_level, "debug|info|warn|error"),
     F("workers", "TERN_WORKERS", 2, workers, "reconcile workers"),
+    F("ttl-seconds-after-finished", "TERN_TTL_SECONDS_AFTER_FINISHED", 3, session_ttl,
+      "delete finished sessions this long after they finished, unless their "
+      "spec.ttlSecondsAfterFinished says otherwise (0: keep them)"),
 #undef F
 };
 
@@ -114,10 +119,11 @@ static int set_flag(struct opts *o, const struct flag *f, const char *v)
             *(bool *)base = false;
         else
             return -EINVAL;
-    } else if (f->kind == 3) {
+    } else if (f->kind == 4) {
         if (num_parse_range(v, -315360000, 315360000, (int64_t *)base))
             return -EINVAL;
-    } else if (num_parse_range(v, 1, 64, (int64_t *)base)) {
+    } else if (num_parse_range(v, f->kind == 3 ? 0 : 1, f->kind == 3 ? 31536000 : 64,
+                               (int64_t *)base)) {
         return -EINVAL;
     }
     return 0;
@@ -468,6 +474,7 @@ int main(int argc, char **argv)
                 .model_secret_key = o.model_key && *o.model_key ? o.model_key : "api-key",
                 .turn_backoff_limit = 4,
                 .job_ttl_seconds = 3600,
+                .session_ttl_seconds = o.session_ttl,
                 .egress_proxy = proxy,
                 .egress_proxy_namespace =
                     o.egress_proxy_ns && *o.egress_proxy_ns ? o.egress_proxy_ns : NULL,
