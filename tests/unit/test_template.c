@@ -207,7 +207,8 @@ TEST(template_merged_spec_is_validated)
 TEST(template_check_spec_fields)
 {
     struct tern_err e = {0};
-    cJSON *ok = parse("{\"model\":{\"name\":\"m\"},\"limits\":{\"maxToolCalls\":5}}");
+    cJSON *ok = parse("{\"model\":{\"name\":\"m\"},\"limits\":{\"maxToolCalls\":5},"
+                      "\"ttlSecondsAfterFinished\":3600}");
     ASSERT_OK(template_check_spec(ok, &e));
     cJSON *obj = parse("{\"objective\":\"not here\"}");
     ASSERT_EQ_INT(template_check_spec(obj, &e), TERN_EINVALID);

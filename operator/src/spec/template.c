@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const template_spec_fields[] = {"identity", "context", "skills",  "memory",
-                                            "permissions", "limits", "model", "sandbox",
-                                            "approval", NULL};
+const char *const template_spec_fields[] = {"identity", "context",  "skills",
+                                            "memory",   "permissions", "tools",
+                                            "limits",   "model",    "sandbox",
+                                            "approval", "ttlSecondsAfterFinished", NULL};
 
 /* clang-format off */
 static const char defaults_json[] =
@@ -91,7 +92,8 @@ int template_check_spec(const cJSON *spec, struct tern_err *err)
         if (!known)
             return err_set(err, TERN_EINVALID,
                            "spec.%s: not a template field (a template holds identity, context, "
-                           "skills, memory, permissions, limits, model, sandbox, approval)",
+                           "skills, memory, permissions, tools, limits, model, sandbox, "
+                           "approval, ttlSecondsAfterFinished)",
                            f->string ? f->string : "?");
     }
     cJSON *obj = cJSON_CreateObject();
