@@ -314,36 +314,37 @@ def step_suspend_and_delete(r):
             "-l", "tern.dev/session-uid=" + uid, "-o", "name").strip() == "", 60, interval=0.2)
 
 
-TRIGGER_TEMPLATE = """apiVersion: tern.dev/v1alpha1
-kind: AgentSessionTemplate
-metadata: {name: demo-tpl}
-spec:
-  permissions:
-    tools: [exec_command, read_file, write_file, list_files]
-    requiresApproval: ["exec_command:git push*"]
-  limits: {timeoutSeconds: 600, maxModelTurns: 20, maxToolCalls: 40}
-  model: {name: fake-demo, baseURL: %(base)s, apiKeySecretRef: {name: demo-model, key: api-key}}
-  sandbox: {idleSuspendSeconds: 60}
-"""
-
 TICK = """apiVersion: tern.dev/v1alpha1
 kind: AgentTrigger
 metadata: {name: tick}
 spec:
   templateRef: {name: demo-tpl}
-  objective: "review the workspace at {{ scheduledTime }} and push the fix branch"
+  objective: "%s (slot {{ scheduledTime }})"
   schedule: {cron: "* * * * *", concurrencyPolicy: Replace}
 """
+
+
+def demo_template(t):
+    """examples/demo.yaml's spec without its objective, as a template (its
+    trusted tools included): the demo session's behaviour, from a trigger."""
+    demo = yaml.safe_load(demo_manifest(t, "demo"))
+    spec = demo["spec"]
+    objective = " ".join(spec.pop("objective").split())
+    tpl = {"apiVersion": "tern.dev/v1alpha1", "kind": "AgentSessionTemplate",
+           "metadata": {"name": "demo-tpl"}, "spec": spec}
+    return json.dumps(tpl), objective
 
 
 def step_templates_and_triggers(r):
     """The template and trigger grants: a session naming a template (get
     agentsessiontemplates); an every-minute trigger with Replace whose
-    first session waits for approval, so the next slot deletes it (delete
-    agentsessions) and then finds its name taken by a session that is not
-    the trigger's (get agentsessions, a Warning NameInUse)."""
+    first session (the demo's, which waits for approval to publish) is
+    still running at the next slot, which deletes it (delete agentsessions)
+    and then finds its name taken by a session that is not the trigger's
+    (get agentsessions, a Warning NameInUse)."""
     t = r.t
-    t.kubectl("apply", "-n", NS, "-f", "-", input=TRIGGER_TEMPLATE % {"base": t.base})
+    tpl, objective = demo_template(t)
+    t.kubectl("apply", "-n", NS, "-f", "-", input=tpl)
     t.kubectl("apply", "-n", NS, "-f", "-", input="""apiVersion: tern.dev/v1alpha1
 kind: AgentSession
 metadata: {name: templated}
@@ -360,7 +361,7 @@ spec:
     if m1 * 60 - _time.time() < 10:
         _time.sleep(m1 * 60 - _time.time() + 1)  # clear of a minute boundary
         m1 += 1
-    t.kubectl("apply", "-n", NS, "-f", "-", input=TICK)
+    t.kubectl("apply", "-n", NS, "-f", "-", input=TICK % objective.replace('"', "'"))
     for m in (m1 + 1, m1 + 2):  # names the trigger will want after its first
         t.kubectl("apply", "-n", NS, "-f", "-", input="""apiVersion: tern.dev/v1alpha1
 kind: AgentSession
@@ -368,9 +369,8 @@ metadata: {name: tick-%d}
 spec: {objective: a squatter, suspend: true}
 """ % m)
     first = "tick-%d" % m1
-    waiting_s = t.wait_session(first, "WaitingForApproval", lambda s: phase(s) in (
-        "WaitingForApproval", "Failed"), 150, ns=NS)
-    eq(phase(waiting_s), "WaitingForApproval", "the trigger's first session")
+    s = t.wait_session(first, "created by the trigger", lambda s: s, 150, ns=NS)
+    eq(s["spec"]["templateRef"]["name"], "demo-tpl", "the trigger's first session")
     wait_for("%s deleted by Replace" % first, lambda: t.kubectl(
         "get", "agentsession", first, "-n", NS, "--ignore-not-found", "-o", "name").strip() == "",
         150, interval=0.5)
