@@ -171,6 +171,34 @@ spec:
     contains(r.stderr, "maxToolCalls", "error names the field")
 
 
+def scenario_template_with_trusted_tools(t):
+    """A template may hold trusted tools and the approval rules that name
+    them (the CRD's CEL rules, on kube-apiserver, as for a session); a session
+    from it gets both."""
+    tpl = """apiVersion: tern.dev/v1alpha1
+kind: AgentSessionTemplate
+metadata: {name: tpl-publish}
+spec:
+  permissions:
+    tools: [exec_command, read_file]
+    requiresApproval: ["publish_branch:*", "exec_command:git *"]
+  tools:
+    publish:
+      remotes:
+      - {name: origin, url: "https://git.example/app.git", tokenSecretRef: {name: push, key: token}}
+  model: {name: fake-fast, baseURL: %s, apiKeySecretRef: {name: model, key: api-key}}
+""" % t.base
+    r = kubectl_rc(t, "apply", "-f", "-", input=tpl)
+    eq(r.returncode, 0, "template accepted (%s)" % r.stderr.strip())
+    session(t, "from-publish", "tpl-publish", "  suspend: true\n")
+    s = t.wait_session("from-publish", "template recorded",
+                       lambda s: (s.get("status") or {}).get("template"))
+    rec = s["status"]["template"]["spec"]
+    eq(rec["tools"]["publish"]["remotes"][0]["name"], "origin", "recorded tools")
+    eq(rec["permissions"]["requiresApproval"], ["publish_branch:*", "exec_command:git *"],
+       "recorded rules")
+
+
 def scenario_gitops_repo_applies(t):
     """examples/gitops/repo, as Argo CD or Flux would apply it: the API server
     takes every object; the operator makes the triggers Ready and records
@@ -217,6 +245,7 @@ def main():
             ("merged_spec_validated", scenario_merged_spec_validated),
             ("template_ref_immutable", scenario_template_ref_immutable),
             ("template_rejects_session_fields", scenario_template_rejects_session_fields),
+            ("template_with_trusted_tools", scenario_template_with_trusted_tools),
             ("gitops_repo_applies", scenario_gitops_repo_applies),
         ]:
             if only and not any(o in name for o in only):
