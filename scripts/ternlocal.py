@@ -532,10 +532,15 @@ class Local:
                "type": "Opaque", "data": {key: base64.b64encode(value.encode()).decode()}}
         return self.kubectl("apply", "-f", "-", input=json.dumps(obj))
 
+    CRDS = ("agentsessions.tern.dev", "agentsessiontemplates.tern.dev", "agenttriggers.tern.dev")
+
     def apply_crd(self):
-        self.kubectl("apply", "-f", os.path.join(ROOT, "crds", "agentsessions.tern.dev.yaml"))
-        self.kubectl("wait", "--for=condition=established", "--timeout=60s",
-                     "crd/agentsessions.tern.dev")
+        """Every CRD of crds/ (AgentSession, AgentSessionTemplate, AgentTrigger)."""
+        for n in self.CRDS:
+            path = os.path.join(ROOT, "crds", n + ".yaml")
+            if os.path.exists(path):
+                self.kubectl("apply", "-f", path)
+                self.kubectl("wait", "--for=condition=established", "--timeout=60s", "crd/" + n)
 
     def session(self, name, ns="default"):
         return self.get_json("agentsession", name, "-n", ns)

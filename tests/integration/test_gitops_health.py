@@ -1,5 +1,6 @@
 """deploy/gitops/argocd-health.lua, the Argo CD health check, run by a real
-Lua 5.4 on AgentSession objects in each state the operator writes (the `obj`
+Lua 5.4 on AgentSession, AgentTrigger and AgentSessionTemplate objects in
+each state the operator writes (the `obj`
 global and the returned `hs` table are what Argo CD provides and reads)."""
 import json
 import os
@@ -77,6 +78,36 @@ def main():
          session(observedGeneration=2, phase="Running",
                  conditions=[cond("TurnRunning", "True"), cond("Completed", "False")]),
          "Progressing", "Running"),
+        ("template_missing_is_degraded",
+         session(phase="Pending", reason="TemplateNotFound",
+                 message="agentsessiontemplate reviewer not found in namespace dev"),
+         "Degraded", "TemplateNotFound: agentsessiontemplate reviewer"),
+        ("template_kind_is_healthy",
+         {"kind": "AgentSessionTemplate", "metadata": {"name": "t"}, "spec": {}},
+         "Healthy", "template"),
+        ("trigger_without_status_is_progressing",
+         {"kind": "AgentTrigger", "metadata": {"generation": 1}, "spec": {}},
+         "Progressing", "pick the trigger up"),
+        ("trigger_ready_is_healthy",
+         dict(session(observedGeneration=2, lastSession="pr-review-0123456789abcdef",
+                      active=["pr-review-0123456789abcdef"],
+                      conditions=[cond("Ready", "True", "Ready")]),
+              kind="AgentTrigger", spec={}),
+         "Healthy", "last session pr-review-0123456789abcdef, 1 active"),
+        ("trigger_invalid_is_degraded",
+         dict(session(observedGeneration=2,
+                      conditions=[cond("Ready", "False", "InvalidTimeZone",
+                                       "Mars/Olympus: no such zone")]),
+              kind="AgentTrigger", spec={}),
+         "Degraded", "InvalidTimeZone: Mars/Olympus"),
+        ("trigger_suspended",
+         dict(session(observedGeneration=2, conditions=[cond("Ready", "True", "Ready")]),
+              kind="AgentTrigger", spec={"suspend": True}),
+         "Suspended", "spec.suspend"),
+        ("trigger_old_generation_is_progressing",
+         dict(session(gen=3, observedGeneration=2, conditions=[cond("Ready", "True", "Ready")]),
+              kind="AgentTrigger", spec={}),
+         "Progressing", "latest spec"),
     ]
     for name, obj, want, msg in cases:
         def check(obj=obj, want=want, msg=msg):
