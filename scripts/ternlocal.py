@@ -606,7 +606,17 @@ class JournalEtcd:
         if self.token:
             h["Authorization"] = self.token
         req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(), headers=h)
-        return json.loads(urllib.request.urlopen(req, context=self.ctx, timeout=10).read())
+        try:
+            return json.loads(urllib.request.urlopen(req, context=self.ctx, timeout=10).read())
+        except urllib.error.HTTPError as e:
+            # a restarted etcd forgot its tokens: log in again, once
+            # (the body is read only for a 401 with a token: callers read
+            # the others' bodies themselves)
+            if not (self.token and self.credentials and e.code == 401 and
+                    b"invalid auth token" in e.read()):
+                raise
+            self.token = None
+            return self.call(path, body)
 
     def login(self, user, password):
         self.token = None

@@ -31,11 +31,16 @@ def _b64(s):
     return base64.b64encode(s.encode()).decode()
 
 
-def _range(etcd_url, start, end, limit=0):
+def _range(etcd, start, end, limit=0):
+    """etcd: the URL of a plaintext etcd (the process tier's), or the locked
+    journal as ternlocal.JournalEtcd (the cluster tiers': TLS, a client
+    certificate and a login)."""
     body = {"key": _b64(start), "range_end": _b64(end)}
     if limit:
         body["limit"] = limit
-    req = urllib.request.Request(etcd_url + "/v3/kv/range", data=json.dumps(body).encode(),
+    if not isinstance(etcd, str):
+        return etcd.call("/v3/kv/range", body)
+    req = urllib.request.Request(etcd + "/v3/kv/range", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     return json.loads(urllib.request.urlopen(req, timeout=20).read())
 
