@@ -142,4 +142,23 @@
 /* base/glob (policy approval/writable globs, spec globs, sandboxd --writable) */
 #define TERN_GLOB_MAX_PATTERN 4096 /* one glob, bytes */
 
+
+/* team budgets (budget/: AgentBudget, time zones, counters in etcd) */
+#define TERN_TZ_MAX_NAME             64          /* an IANA time zone name */
+#define TERN_TZ_MAX_FILE             (256u << 10) /* one TZif file */
+#define TERN_TZ_MAX_TRANSITIONS      4096        /* transitions of one zone */
+#define TERN_TZ_MAX_TYPES            256         /* local time types of one zone */
+#define TERN_BUDGET_MAX_NAME         63          /* an AgentBudget's name (a DNS label) */
+#define TERN_BUDGET_MAX_PER_NS       64          /* AgentBudgets applied in one namespace */
+#define TERN_BUDGET_MAX_SELECTOR     32          /* matchLabels + matchExpressions entries */
+#define TERN_BUDGET_MAX_VALUES       64          /* values of one matchExpression */
+#define TERN_BUDGET_MAX_HOLDERS      4096        /* sessions in one concurrency ledger */
+#define TERN_BUDGET_MAX_VALUE        (512u << 10) /* one budget value in etcd */
+#define TERN_BUDGET_MAX_LIMIT        1000000000000000LL /* tokens / micro-USD per window */
+#define TERN_BUDGET_MAX_CONCURRENT   10000       /* concurrentSessions */
+#define TERN_BUDGET_MAX_STARTED      1000000     /* sessionsStarted per window */
+#define TERN_BUDGET_TXN_ATTEMPTS     64          /* compare-and-swap rounds before giving up */
+#define TERN_BUDGET_DEFAULT_COMPLETION 4096      /* max_completion_tokens sent under a budget
+                                                  * when TERN_MAX_COMPLETION_TOKENS is 0 */
+
 #endif
