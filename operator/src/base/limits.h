@@ -149,7 +149,8 @@
 #define TERN_TZ_MAX_TRANSITIONS      4096        /* transitions of one zone */
 #define TERN_TZ_MAX_TYPES            256         /* local time types of one zone */
 #define TERN_BUDGET_MAX_NAME         63          /* an AgentBudget's name (a DNS label) */
-#define TERN_BUDGET_MAX_PER_NS       64          /* AgentBudgets applied in one namespace */
+#define TERN_BUDGET_MAX_PER_NS       32          /* AgentBudgets in one namespace (one txn
+                                                  * compares 2 keys per budget, etcd allows 128) */
 #define TERN_BUDGET_MAX_SELECTOR     32          /* matchLabels + matchExpressions entries */
 #define TERN_BUDGET_MAX_VALUES       64          /* values of one matchExpression */
 #define TERN_BUDGET_MAX_HOLDERS      4096        /* sessions in one concurrency ledger */
