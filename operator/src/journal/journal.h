@@ -66,6 +66,7 @@
 #define JOURNAL_OUTCOME_LIMIT     "limit_reached"
 #define JOURNAL_OUTCOME_REFUSED   "refused"
 #define JOURNAL_OUTCOME_ERROR     "error"
+#define JOURNAL_OUTCOME_BUDGET    "budget_exhausted" /* an AgentBudget refused a model call */
 
 enum journal_type {
     JOURNAL_EV_UNKNOWN = 0, /* a type this build does not know: kept, not folded */
