@@ -293,9 +293,11 @@ class Local:
         return self.kubectl("apply", "-f", "-", input=json.dumps(obj))
 
     def apply_crd(self):
-        self.kubectl("apply", "-f", os.path.join(ROOT, "crds", "agentsessions.tern.dev.yaml"))
+        """Both CRDs: AgentSession and AgentBudget."""
+        for name in ("agentsessions.tern.dev", "agentbudgets.tern.dev"):
+            self.kubectl("apply", "-f", os.path.join(ROOT, "crds", name + ".yaml"))
         self.kubectl("wait", "--for=condition=established", "--timeout=60s",
-                     "crd/agentsessions.tern.dev")
+                     "crd/agentsessions.tern.dev", "crd/agentbudgets.tern.dev")
 
     def session(self, name, ns="default"):
         return self.get_json("agentsession", name, "-n", ns)

@@ -517,7 +517,7 @@ TEST_T(admission_queue_and_ledger, 60)
     ASSERT_TRUE(holds);
     /* u0 leaves (and no longer waits); u3 may not jump the queue; u2 goes */
     const char *names[] = {"cap"};
-    ASSERT_EQ_INT(bstore_release(e.c, NS, "u0", names, 1, &err), 0);
+    ASSERT_EQ_INT(bstore_release(e.c, NS, "u0", names, 1, NULL, &err), 0);
     q = (struct bstore_waiters){w + 1, 4};
     ASSERT_EQ_INT(bstore_admit(e.c, NS, "u3", "u3", b, n, &q, false, &a, &err), 0);
     ASSERT_FALSE(a.admitted);
@@ -527,14 +527,14 @@ TEST_T(admission_queue_and_ledger, 60)
     ASSERT_EQ_INT(counters(&e, "cap", b[0].win.key).started, 3);
     /* u0 comes back: it started before, so sessionsStarted does not hold it
      * back, only the slots do */
-    ASSERT_EQ_INT(bstore_release(e.c, NS, "u1", names, 1, &err), 0);
+    ASSERT_EQ_INT(bstore_release(e.c, NS, "u1", names, 1, NULL, &err), 0);
     struct ledger_waiter w2[] = {w[0], w[3], w[4]};
     struct bstore_waiters q2 = {w2, 3};
     ASSERT_EQ_INT(bstore_admit(e.c, NS, "u0", "u0", b, n, &q2, false, &a, &err), 0);
     ASSERT_TRUE(a.admitted);
     ASSERT_EQ_INT(counters(&e, "cap", b[0].win.key).started, 3);
     /* a new session finds sessionsStarted used up */
-    ASSERT_EQ_INT(bstore_release(e.c, NS, "u0", names, 1, &err), 0);
+    ASSERT_EQ_INT(bstore_release(e.c, NS, "u0", names, 1, NULL, &err), 0);
     struct ledger_waiter w3[] = {w[3], w[4]};
     struct bstore_waiters q3 = {w3, 2};
     ASSERT_EQ_INT(bstore_admit(e.c, NS, "u3", "u3", b, n, &q3, false, &a, &err), 0);

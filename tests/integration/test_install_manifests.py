@@ -140,8 +140,9 @@ def chart_objects():
         with open(os.path.join(tdir, name)) as f:
             text = render(f.read(), vals)
         objs += [d for d in yaml.safe_load_all(text) if d]
-    with open(os.path.join(CHART, "crds", "agentsessions.tern.dev.yaml")) as f:
-        objs += [d for d in yaml.safe_load_all(f) if d]
+    for name in sorted(os.listdir(os.path.join(CHART, "crds"))):
+        with open(os.path.join(CHART, "crds", name)) as f:
+            objs += [d for d in yaml.safe_load_all(f) if d]
     for o in objs:
         if o["kind"] not in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
                              "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
@@ -222,8 +223,12 @@ def main():
             jsonschema.validate(values(), json.load(f))
 
     def one_crd_source():
-        eq(os.path.realpath(os.path.join(CHART, "crds", "agentsessions.tern.dev.yaml")),
-           os.path.join(ROOT, "crds", "agentsessions.tern.dev.yaml"), "chart CRD is crds/")
+        for name in ("agentsessions.tern.dev.yaml", "agentbudgets.tern.dev.yaml"):
+            eq(os.path.realpath(os.path.join(CHART, "crds", name)),
+               os.path.join(ROOT, "crds", name), "chart CRD %s is crds/" % name)
+        eq(sorted(os.listdir(os.path.join(CHART, "crds"))),
+           sorted(n for n in os.listdir(os.path.join(ROOT, "crds")) if n.endswith(".tern.dev.yaml")),
+           "every CRD in the chart")
 
     suite.run("render_chart_and_kustomize", render_both)
     if "chart" in state:

@@ -33,7 +33,7 @@ struct opts {
     const char *kubeconfig, *etcd_endpoints, *namespace, *metrics_addr, *health_addr;
     const char *runner_image, *sandbox_image, *log_level, *runner_sa, *lease_ns, *id;
     const char *storage_class, *runtime_class, *pull_policy, *model_secret, *model_key;
-    const char *prices_cm;
+    const char *prices_cm, *test_clock;
     bool leader_elect;
     int64_t workers;
 };
@@ -67,6 +67,8 @@ static const struct flag {
     F("id", "TERN_POD_NAME", 0, id, "this replica's identity"),
     F("log-level", "TERN_LOG_LEVEL", 0, log_level, "debug|info|warn|error"),
     F("workers", "TERN_WORKERS", 2, workers, "reconcile workers"),
+    F("test-clock-file", "TERN_TEST_CLOCK_FILE", 0, test_clock,
+      "tests only: a file with seconds to add to the clock of AgentBudget windows"),
 #undef F
 };
 
@@ -332,6 +334,7 @@ int main(int argc, char **argv)
         .on_phase = on_session_phase,
         .on_decided = on_session_decided,
         .prices_configmap = o.prices_cm && *o.prices_cm ? o.prices_cm : NULL,
+        .test_clock_file = o.test_clock && *o.test_clock ? o.test_clock : NULL,
         .children =
             {
                 .runner_image = o.runner_image,

@@ -967,8 +967,9 @@ int bstore_holds(struct etcd *c, const char *ns, const char *name, const char *u
 }
 
 static int leave(struct etcd *c, const char *ns, const char *uid, const char *const *names,
-                 size_t n, bool drop_memo, struct tern_err *err)
+                 size_t n, bool drop_memo, size_t *ret_removed, struct tern_err *err)
 {
+    size_t removed = 0;
     size_t nk = n + 1;
     char **keys = xcalloc(nk, sizeof *keys);
     struct kv *k = xcalloc(nk, sizeof *k);
@@ -995,6 +996,7 @@ static int leave(struct etcd *c, const char *ns, const char *uid, const char *co
         if ((rc = read_keys(c, keys, nk, k, err)))
             break;
         size_t nc = 0, no = 0;
+        removed = 0;
         for (size_t i = 0; i < n && rc == 0; i++) {
             struct ledger_slots s = {0};
             if (!k[1 + i].exists)
@@ -1002,6 +1004,7 @@ static int leave(struct etcd *c, const char *ns, const char *uid, const char *co
             if ((rc = ledger_slots_parse(k[1 + i].v, k[1 + i].len, &s, err)))
                 break;
             if (ledger_slots_remove(&s, uid)) {
+                removed++;
                 cJSON *j = ledger_slots_json(&s);
                 vals[1 + i] = json_print(j);
                 cJSON_Delete(j);
@@ -1025,6 +1028,8 @@ static int leave(struct etcd *c, const char *ns, const char *uid, const char *co
         if (rc || ok)
             break;
     }
+    if (rc == 0 && ret_removed)
+        *ret_removed = removed;
     kvs_done(k, nk);
     for (size_t i = 0; i < nk; i++) {
         free(keys[i]);
@@ -1039,13 +1044,13 @@ static int leave(struct etcd *c, const char *ns, const char *uid, const char *co
 }
 
 int bstore_release(struct etcd *c, const char *ns, const char *uid, const char *const *names,
-                   size_t n, struct tern_err *err)
+                   size_t n, size_t *ret_removed, struct tern_err *err)
 {
-    return leave(c, ns, uid, names, n, false, err);
+    return leave(c, ns, uid, names, n, false, ret_removed, err);
 }
 
 int bstore_forget(struct etcd *c, const char *ns, const char *uid, const char *const *names,
                   size_t n, struct tern_err *err)
 {
-    return leave(c, ns, uid, names, n, true, err);
+    return leave(c, ns, uid, names, n, true, NULL, err);
 }

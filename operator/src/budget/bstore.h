@@ -174,9 +174,10 @@ int bstore_admit(struct etcd *c, const char *ns, const char *uid, const char *na
 int bstore_holds(struct etcd *c, const char *ns, const char *name, const char *uid, bool *ret,
                  struct tern_err *err);
 
-/* Leaves the concurrency ledgers of the named budgets. */
+/* Leaves the concurrency ledgers of the named budgets; *ret_removed (may
+ * be NULL): how many it was in. */
 int bstore_release(struct etcd *c, const char *ns, const char *uid, const char *const *names,
-                   size_t n, struct tern_err *err);
+                   size_t n, size_t *ret_removed, struct tern_err *err);
 
 /* A deleted session: leaves the named ledgers and drops its memo. */
 int bstore_forget(struct etcd *c, const char *ns, const char *uid, const char *const *names,
