@@ -415,11 +415,17 @@ static cJSON *budget_status(const cJSON *obj, const struct bstore_budget *bb,
     bool exhausted = false;
     char why[256] = "";
     for (int d = 0; d < BSPEC_NDIMS; d++) {
-        json_add_int64(uo, bspec_dim_name((enum bspec_dim)d), used[d]);
+        /* a dimension without a limit is not counted: "-" */
+        bool lim = bspec_limited(&bb->spec, (enum bspec_dim)d);
         char a[40], l[40], shown[96];
         bspec_format((enum bspec_dim)d, used[d], a);
         bspec_format((enum bspec_dim)d, bb->spec.limit[d], l);
-        snprintf(shown, sizeof shown, "%s/%s", a, l);
+        if (lim) {
+            json_add_int64(uo, bspec_dim_name((enum bspec_dim)d), used[d]);
+            snprintf(shown, sizeof shown, "%s/%s", a, l);
+        } else {
+            snprintf(shown, sizeof shown, "-");
+        }
         json_add_string(disp, d == BSPEC_COST ? "cost" : bspec_dim_name((enum bspec_dim)d), shown);
         int64_t total = used[d] + (d == BSPEC_TOKENS ? u->win.res_tokens
                                    : d == BSPEC_COST ? u->win.res_cost : 0);
@@ -1034,6 +1040,8 @@ void budgets_turned_away(struct budgets *b, const cJSON *session, const char *bu
         metrics_add(b->cfg.metrics, "tern_budget_turned_away_total", l, 1);
         free(l);
     }
+    /* the others in line learn the new length of the line */
+    wake(b, ns);
     cJSON *obj = informer_get(b->inf, ns, budget);
     if (obj && b->cfg.recorder) {
         struct recorder_ref ref;

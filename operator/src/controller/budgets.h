@@ -111,7 +111,8 @@ int budgets_after(struct budgets *b, const cJSON *session, struct budgets_sessio
 int budgets_forget(struct budgets *b, const cJSON *session, struct tern_err *err);
 
 /* A session a budget newly turned away (reconcile_signals.budget): an Event
- * on the AgentBudget and tern_budget_turned_away_total. */
+ * on the AgentBudget, tern_budget_turned_away_total, and the other waiting
+ * sessions of the namespace look again (their place in line). */
 void budgets_turned_away(struct budgets *b, const cJSON *session, const char *budget,
                          const char *reason, const char *note);
 
