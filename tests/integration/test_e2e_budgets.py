@@ -254,8 +254,9 @@ def scenario_race_a_budget_of_a_few_calls_then_raise_it(t):
     wait_for("Warning SessionRefused on the budget", lambda: [
         x for x in events(t, ns, "team", "Warning") if x[0] == "SessionRefused"], 60)
     # kubectl get agentbudgets: used/limit per dimension
-    b = wait_for("the budget's status shows the use", lambda: (lambda o: o if status(o).get(
-        "used", {}).get("tokens") == tokens else None)(get_budget(t, "team", ns)), 60)
+    b = wait_for("the budget's status shows the use", lambda: (lambda o: o if (
+        status(o).get("used", {}).get("tokens"), status(o).get("queued")) == (
+        tokens, len(parked)) else None)(get_budget(t, "team", ns)), 60)
     cols = columns(t, "agentbudgets", "team", ns)
     eq(cols.get("TOKENS"), "%d/%d" % (tokens, limit), "TOKENS column")
     eq((cols.get("CONCURRENT"), cols.get("STARTED"), cols.get("COST")), ("-", "-", "-"),

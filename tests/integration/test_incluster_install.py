@@ -197,7 +197,8 @@ def step_install(r):
                 "deployment.apps/tern-operator"]:
         contains(out, obj + " created", "apply -k output")
     eq("etcd" in out or "ValidatingAdmissionPolicy" in out, False, "dropped by the overlay: " + out)
-    t.kubectl("wait", "--for=condition=established", "--timeout=30s", "crd/agentsessions.tern.dev")
+    t.kubectl("wait", "--for=condition=established", "--timeout=30s", "crd/agentsessions.tern.dev",
+              "crd/agentbudgets.tern.dev")
     pod = wait_for("the operator pod Ready", lambda: (lambda p: p if pod_ready(p) else None)(
         operator_pod(t)), 60, interval=0.2)
     r.pod = pod
@@ -246,6 +247,11 @@ def step_demo_session(r):
     t.kubectl("create", "namespace", NS)
     t.apply_runner_rbac(NS)
     t.create_secret("demo-model", "api-key", "not-a-real-key", ns=NS)
+    # a team budget over the namespace (its status is the operator's to write)
+    t.kubectl("apply", "-n", NS, "-f", "-", input=json.dumps({
+        "apiVersion": "tern.dev/v1alpha1", "kind": "AgentBudget",
+        "metadata": {"name": "team", "namespace": NS},
+        "spec": {"limits": {"concurrentSessions": 4, "tokens": 100000000}}}))
     t.kubectl("apply", "-n", NS, "-f", "-", input=demo_manifest(t, "demo"))
     s = waiting(t, "demo")
     eq(phase(s), "WaitingForApproval", "phase (%s)" % json.dumps(s.get("status"))[:800])
@@ -254,6 +260,15 @@ def step_demo_session(r):
     s = completed(t, "demo")
     eq(phase(s), "Succeeded", "phase (%s)" % json.dumps(s.get("status"))[:800])
     contains(s["status"]["result"]["summary"], "pushed", "result")
+    # the budget counted the demo's model calls and holds its sandbox's slot
+    used = sum(e["data"]["usage"]["prompt_tokens"] + e["data"]["usage"]["completion_tokens"]
+               for e in ternlocal.journal_events(t.etcd_url, s["metadata"]["uid"])
+               if e["type"] == "model_response")
+    b = wait_for("the budget's status", lambda: (lambda o: o if (o.get("status") or {}).get(
+        "used", {}).get("tokens") == used else None)(t.get_json("agentbudget", "team", "-n", NS)),
+        60, interval=0.2)
+    eq(b["status"]["display"]["tokens"], "%d/100000000" % used, "used/limit")
+    eq(b["status"]["display"]["concurrentSessions"], "1/4", "the demo holds a slot")
 
 
 def subprocess_tern(t, *args):

@@ -1040,8 +1040,12 @@ void budgets_turned_away(struct budgets *b, const cJSON *session, const char *bu
         metrics_add(b->cfg.metrics, "tern_budget_turned_away_total", l, 1);
         free(l);
     }
-    /* the others in line learn the new length of the line */
+    /* the others in line learn the new length of the line, the budget's
+     * status its new count */
     wake(b, ns);
+    char *bkey = xasprintf("%s/%s", ns, budget);
+    workqueue_add_after(b->q, bkey, 1000);
+    free(bkey);
     cJSON *obj = informer_get(b->inf, ns, budget);
     if (obj && b->cfg.recorder) {
         struct recorder_ref ref;
