@@ -1306,3 +1306,35 @@ TEST(a_concurrency_cap_queues_a_new_sandbox)
     reconcile_output_done(&o);
     session_spec_free(s);
 }
+
+TEST(an_idle_sandbox_gives_its_slot_to_a_waiting_session)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    char hash[17];
+    ready_sandbox(&in, s, hash);
+    in.refs_checked = true;
+    in.journal = (struct observed_journal){.last_seq = 6, .turn = 1, .messages = 1,
+                                           .outcome = "completed", .result_summary = "done",
+                                           .updated_at = in.now - 5};
+    in.job = (struct observed_job){.exists = true, .turn = 1, .complete = true};
+    struct observed_budgets tb = {0};
+    in.budgets = &tb;
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 0); /* idle for 5 s of 600 */
+    reconcile_output_done(&o);
+    tb.others_waiting = true;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 1);
+    ASSERT_CONTAINS(find(&o, RA_EVENT, "SandboxParked")->note, "waits for a slot");
+    ASSERT_EQ_STR(o.phase, "Succeeded");
+    reconcile_output_done(&o);
+    /* a running turn keeps it */
+    in.job = (struct observed_job){.exists = true, .turn = 2};
+    in.journal.intent_pending = true;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}

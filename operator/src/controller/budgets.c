@@ -211,6 +211,7 @@ static bool waiting(const cJSON *s)
 struct wake_scan {
     struct budgets *b;
     const char *ns;
+    bool all; /* every session, not only those that wait */
 };
 
 static int wake_one(void *ctx, const cJSON *obj)
@@ -220,7 +221,8 @@ static int wake_one(void *ctx, const cJSON *obj)
     const char *phase = status_str(obj, "phase", NULL);
     if (!streq(ns, w->ns) || !name)
         return 0;
-    if (!phase || !*phase || strcmp(phase, "Queued") == 0 || strcmp(phase, "Pending") == 0) {
+    if (w->all || !phase || !*phase || strcmp(phase, "Queued") == 0 ||
+        strcmp(phase, "Pending") == 0) {
         char *key = xasprintf("%s/%s", ns, name);
         w->b->cfg.enqueue(w->b->cfg.ctx, key);
         free(key);
@@ -228,18 +230,25 @@ static int wake_one(void *ctx, const cJSON *obj)
     return 0;
 }
 
-/* Reconciles every session of ns that waits for a budget. */
-static void wake(struct budgets *b, const char *ns)
+/* Reconciles every session of ns that waits for a budget (all: every
+ * session of ns, so idle holders see that someone waits). */
+static void wake_some(struct budgets *b, const char *ns, bool all)
 {
     if (!b->cfg.enqueue || !b->cfg.sessions)
         return;
-    struct wake_scan w = {b, ns};
+    struct wake_scan w = {b, ns, all};
     informer_each(b->cfg.sessions, wake_one, &w);
+}
+
+static void wake(struct budgets *b, const char *ns)
+{
+    wake_some(b, ns, false);
 }
 
 struct waiter_scan {
     const struct bspec *spec;
     const char *ns;
+    const char *skip_uid; /* not this one */
     struct ledger_waiter *w;
     size_t n;
     char **owned; /* uid and name copies, 2 per waiter */
@@ -253,8 +262,8 @@ static int collect_waiter(void *ctx, const cJSON *obj)
         json_get(json_get(obj, "metadata"), "deletionTimestamp") ||
         !bspec_matches(s->spec, json_get(json_get(obj, "metadata"), "labels")))
         return 0;
-    if (s->n >= 100000)
-        return 1;
+    if (s->n >= 100000 || streq(meta_str(obj, "uid"), s->skip_uid))
+        return s->n >= 100000;
     s->w = xreallocarray(s->w, s->n + 1, sizeof *s->w);
     s->owned = xreallocarray(s->owned, 2 * (s->n + 1), sizeof *s->owned);
     s->owned[2 * s->n] = xstrdup(meta_str(obj, "uid"));
@@ -871,6 +880,25 @@ int budgets_observe(struct budgets *b, const cJSON *session, const struct observ
         struct bstore_admission a;
         if (n && (rc = bstore_admit(b->cfg.etcd, ns, uid, name, lim, n, NULL, true, &a, err)))
             goto out;
+        /* does anyone wait for one of its slots? */
+        for (size_t i = 0; i < n && !ret->obs.others_waiting && b->cfg.sessions; i++) {
+            if (!bspec_limited(&lim[i].spec, BSPEC_CONCURRENT))
+                continue;
+            struct waiter_scan ws = {.spec = &lim[i].spec, .ns = ns, .skip_uid = uid};
+            informer_each(b->cfg.sessions, collect_waiter, &ws);
+            bool wait = ws.n > 0;
+            for (size_t k = 0; k < 2 * ws.n; k++)
+                free(ws.owned[k]);
+            free(ws.owned);
+            free(ws.w);
+            /* ... and is every slot taken? */
+            struct bstore_usage u = {0};
+            if (wait && (rc = bstore_usage(b->cfg.etcd, &lim[i], &u, err)))
+                goto out;
+            ret->obs.others_waiting =
+                wait && (int64_t)u.slots.n >= lim[i].spec.limit[BSPEC_CONCURRENT];
+            bstore_usage_done(&u);
+        }
     }
     if (streq(j->outcome, JOURNAL_OUTCOME_BUDGET) && !j->intent_pending &&
         (rc = check_parked(b, zones, j, ret, err)))
@@ -1040,9 +1068,9 @@ void budgets_turned_away(struct budgets *b, const cJSON *session, const char *bu
         metrics_add(b->cfg.metrics, "tern_budget_turned_away_total", l, 1);
         free(l);
     }
-    /* the others in line learn the new length of the line, the budget's
-     * status its new count */
-    wake(b, ns);
+    /* the others in line learn the new length of the line (and idle
+     * holders that someone waits), the budget's status its new count */
+    wake_some(b, ns, true);
     char *bkey = xasprintf("%s/%s", ns, budget);
     workqueue_add_after(b->q, bkey, 1000);
     free(bkey);

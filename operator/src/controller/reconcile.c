@@ -924,6 +924,10 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
                   : failed   ? "the session ended: the sandbox pod is removed"
                              : "parked by an AgentBudget: the sandbox pod is removed, the "
                                "workspace kept";
+        } else if (!need_sandbox && tb && tb->others_waiting) {
+            park = true;
+            why = "idle while another session waits for a slot of its AgentBudget: the sandbox "
+                  "pod is parked, the workspace kept";
         } else if (!need_sandbox && s->sandbox.idle_suspend_seconds > 0) {
             int64_t idle_until = j->updated_at + s->sandbox.idle_suspend_seconds;
             if (in->now >= idle_until) {

@@ -110,6 +110,8 @@ struct observed_budgets {
     const char *queue_reason;  /* "ConcurrentSessions" or "SessionsStarted" */
     const char *queue_message; /* for people: the numbers, its place in line */
     int64_t position, waiting; /* its place in that budget's queue (1 = next) */
+    bool others_waiting;       /* a session waits for a slot of a budget this one holds:
+                                * an idle sandbox is parked at once */
     /* the last turn ended on a budget (journal outcome budget_exhausted): */
     bool resumable;            /* that budget has room for the refused call again */
     const char *exhausted_reason;  /* "Tokens" or "CostMicroUSD" */
