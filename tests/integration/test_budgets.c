@@ -599,7 +599,7 @@ TEST_T(twenty_sessions_race_a_budget_of_a_few_calls, 600)
     free(spec);
     put_budget(&e, "other", "{\"limits\":{\"tokens\":1},\"selector\":{\"matchLabels\":"
                             "{\"team\":\"b\"}}}");
-    char uids[20][8];
+    char uids[20][16];
     for (int i = 0; i < 20; i++) {
         snprintf(uids[i], sizeof uids[i], "s%02d", i);
         write_spec(&e, uids[i], "{\"team\":\"a\"}");
