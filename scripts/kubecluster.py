@@ -148,7 +148,8 @@ rules:
 """
 
 # What tern-node needs beyond the Node authorizer's grants: it enforces
-# NetworkPolicy for its pods (what a network plugin's node agent reads) and
+# NetworkPolicy for its pods (what a network plugin's node agent reads: the
+# policies, and the pods and namespaces their selectors pick) and
 # provisions local volumes for claims of the tern-local StorageClass (what a
 # local-path provisioner does).
 NODE_RBAC = [
@@ -157,6 +158,9 @@ NODE_RBAC = [
      "rules": [
          {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
           "verbs": ["get", "list", "watch"]},
+         # egress rules with pod and namespace selectors name other nodes'
+         # pods too (a network plugin's node agent reads them all)
+         {"apiGroups": [""], "resources": ["pods", "namespaces"], "verbs": ["list", "watch"]},
          {"apiGroups": [""], "resources": ["persistentvolumes"],
           "verbs": ["get", "list", "watch", "create", "delete"]},
          {"apiGroups": [""], "resources": ["persistentvolumeclaims"],
@@ -362,7 +366,9 @@ class KubeCluster:
             return ready and not taints
         wait_for("node %s Ready and untainted" % NODE_NAME, node_ready, 90, interval=0.5)
 
-    def start(self):
+    def start(self, node=True):
+        """Starts everything; node=False: the control plane without tern-node
+        (no pod runs; the differential test's secondary)."""
         self.make_pki()
         self.start_etcd()
         self.start_apiserver()
@@ -374,8 +380,19 @@ class KubeCluster:
         wait_for("ServiceAccount default/default", lambda: self.kubectl(
             "get", "serviceaccount", "default", "-n", "default", check=False).strip(), 90,
             interval=0.25)
-        self.start_node()
+        if node:
+            self.start_node()
         return self.kubeconfig
+
+    def user_kubeconfig(self, user, groups=()):
+        """A kubeconfig for a user of this cluster (a client certificate the
+        cluster CA signs: CN=user, O=each group), as a person would be given;
+        RBAC decides what the user may do. Returns its path."""
+        name = "user-" + "".join(c if c.isalnum() else "-" for c in user)
+        self.pki.cert(name, "ca", user, orgs=groups)
+        return write_kubeconfig(os.path.join(self.dir, name + ".kubeconfig"), self.server,
+                                self.pki.read("ca.crt"), self.pki.read(name + ".crt"),
+                                self.pki.read(name + ".key"), user)
 
     def stop_order(self):
         return ["tern-node", "kube-scheduler", "kube-controller-manager", "kube-apiserver",

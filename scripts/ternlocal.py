@@ -235,6 +235,31 @@ class Local:
         self.procs[name] = p
         return p
 
+    # The node's address on the pod network (kubelet_cfg.pod_network's
+    # first address): pods of their own network namespace reach the host
+    # there, so the egress proxy listens on it.
+    NODE_POD_NET_ADDR = "10.213.0.1"
+
+    def start_egress_proxy(self, hosts_file=None, assume_public=None, extra=(),
+                           kubeconfig=None, name="tern-egress-proxy"):
+        """tern-egress-proxy on the node's pod-network address (a free port),
+        /metrics on loopback. Returns (proxy "HOST:PORT", metrics URL)."""
+        maddr = "127.0.0.1:%d" % free_port()
+        argv = [os.path.join(BIN, "tern-egress-proxy"), "--kubeconfig",
+                kubeconfig or self.kubeconfig, "--listen", self.NODE_POD_NET_ADDR + ":0",
+                "--metrics-addr", maddr, "--id", name, *extra]
+        if hosts_file:
+            argv += ["--hosts-file", hosts_file]
+        if assume_public:
+            argv += ["--assume-public", assume_public]
+        p = Proc(name, argv, self.logs, stdout_pipe=True)
+        line = p.read_line(60)
+        if not line.startswith("tern-egress-proxy ready addr="):
+            p.stop()
+            raise Failed("tern-egress-proxy said %r" % line)
+        self.procs[name] = p
+        return line.split("addr=", 1)[1], "http://%s/metrics" % maddr
+
     def apply_runner_rbac(self, ns="default"):
         self.kubectl("apply", "-n", ns, "-f", os.path.join(ROOT, "deploy", "runner-rbac.yaml"))
 
@@ -253,7 +278,8 @@ class Local:
             p.stop(sig)
 
     def stop_all(self):
-        for name in ["op-a", "op-b", "tern-operator", "tern-fakellm", "model-slow", "model-fast",
+        for name in ["op-a", "op-b", "tern-operator", "tern-egress-proxy", "tern-fakellm",
+                     "model-slow", "model-fast",
                      "tern-dev", "tern-node", "kube-scheduler", "kube-controller-manager",
                      "kube-apiserver", "kube-etcd", "etcd"]:
             self.stop(name)

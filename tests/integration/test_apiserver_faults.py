@@ -413,7 +413,8 @@ def main():
     def t_pod_binding():
         pods = "/api/v1/namespaces/default/pods"
         code, _, _ = raw.req("POST", pods, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bp"},
-                                            "spec": {"containers": [{"name": "c", "image": "x"}]}})
+                                            "spec": {"schedulerName": "test-binds-it",
+                                                     "containers": [{"name": "c", "image": "x"}]}})
         eq(code, 201, "pod")
         binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "bp"},
                    "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}}

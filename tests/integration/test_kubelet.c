@@ -687,6 +687,173 @@ TEST_T(network_policy_without_egress_isolates_the_pod, 60)
     env_done(&e);
 }
 
+static int listen_on(const char *ip, int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, 16))
+        th_fail(__FILE__, __LINE__, "listen on %s: %s", ip, strerror(errno));
+    socklen_t l = sizeof sa;
+    getsockname(fd, (struct sockaddr *)&sa, &l);
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+/* A pod whose policy allows some egress runs in a namespace of its own on
+ * the pod network and reaches exactly what the rules allow: an address and
+ * port of the node (ipBlock + port), a host-network pod's 127.1.x.y (the
+ * crossing route), nothing else of the node, not the node's loopback; a
+ * forged source address goes nowhere; the pod is reachable from the node at
+ * its address (what the runner and the readiness probe need). */
+TEST_T(network_policy_egress_rules_are_enforced_in_a_namespace_of_its_own, 90)
+{
+    if (geteuid() != 0)
+        TH_SKIP("creating network namespaces needs root");
+    if (access("/usr/bin/python3", X_OK) != 0 || access("/usr/sbin/ip", X_OK) != 0 ||
+        access("/usr/sbin/iptables-restore", X_OK) != 0)
+        TH_SKIP("python3, ip or iptables missing");
+    struct env e;
+    env_init(&e); /* the kubelet put the node's address 10.213.0.1 on lo */
+    int pa, pb, pc;
+    int la = listen_on("10.213.0.1", &pa), lb = listen_on("10.213.0.1", &pb);
+    int lc = listen_on("127.1.255.250", &pc);
+    char *np = xasprintf(
+        "{\"apiVersion\":\"networking.k8s.io/v1\",\"kind\":\"NetworkPolicy\",\"metadata\":{"
+        "\"name\":\"some\"},\"spec\":{\"podSelector\":{\"matchLabels\":{\"app\":\"fenced\"}},"
+        "\"policyTypes\":[\"Ingress\",\"Egress\"],\"ingress\":[{}],\"egress\":["
+        "{\"to\":[{\"ipBlock\":{\"cidr\":\"10.213.0.1/32\"}}],\"ports\":[{\"protocol\":\"TCP\","
+        "\"port\":%d}]},{\"to\":[{\"ipBlock\":{\"cidr\":\"127.1.0.0/16\",\"except\":["
+        "\"127.1.0.0/24\"]}}]}]}}",
+        pa);
+    create(&e, "networking.k8s.io/v1/networkpolicies", np);
+    /* the pod tries each destination, then serves one connection on its own
+     * address (the test connects from the node) */
+    char *script = xasprintf(
+        "import socket, os\\n"
+        "def t(name, host, port, src=None):\\n"
+        " try:\\n"
+        "  s = socket.socket()\\n"
+        "  s.settimeout(3)\\n"
+        "  if src:\\n"
+        "   s.setsockopt(socket.SOL_IP, 15, 1)\\n"
+        "   s.bind((src, 0))\\n"
+        "  s.connect((host, port)); print(name, 'connected', flush=True)\\n"
+        " except OSError as e:\\n"
+        "  print(name, 'refused', e.errno, flush=True)\\n"
+        "t('allowed', '10.213.0.1', %d)\\n"
+        "t('other-port', '10.213.0.1', %d)\\n"
+        "t('host-pod', '127.1.255.250', %d)\\n"
+        "t('loopback', '127.0.0.1', %d)\\n"
+        "t('machine', '192.0.2.2', %d)\\n"
+        "t('forged', '10.213.0.1', %d, '10.213.7.7')\\n"
+        "l = socket.socket(); l.bind((os.environ['IP'], 8081)); l.listen(1)\\n"
+        "print('listening', flush=True)\\n"
+        "c, a = l.accept(); print('accepted', a[0], flush=True)\\n",
+        pa, pb, pc, pa, pa, pa);
+    char *pod = xasprintf(
+        POD("fenced", "\"restartPolicy\":\"Never\",",
+            "{\"name\":\"main\",\"command\":[\"python3\",\"-c\",\"%s\"],\"env\":[{\"name\":\"IP\","
+            "\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"status.podIP\"}}}]}"),
+        script);
+    create(&e, "v1/pods", pod);
+    wait_phase(&e, "fenced", "Running", 20000);
+    cJSON *p = get_pod(&e, "fenced");
+    char ip[32];
+    snprintf(ip, sizeof ip, "%s", kobj_str(p, "status.podIP"));
+    cJSON_Delete(p);
+    ASSERT_TRUE(strncmp(ip, "10.213.", 7) == 0);
+    /* wait for "listening", then connect from the node */
+    char *log = NULL;
+    int64_t end = now_ms() + 30000;
+    while (now_ms() < end) {
+        pump_once(&e);
+        free(log);
+        log = pod_log(&e, "fenced", NULL, false);
+        if (strstr(log, "listening"))
+            break;
+        struct timespec ts = {0, 50 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ASSERT_CONTAINS(log, "listening");
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(8081)};
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    ASSERT_OK(connect(c, (struct sockaddr *)&sa, sizeof sa));
+    close(c);
+    wait_phase(&e, "fenced", "Succeeded", 20000);
+    free(log);
+    log = pod_log(&e, "fenced", NULL, false);
+    ASSERT_CONTAINS(log, "allowed connected\n");
+    ASSERT_CONTAINS(log, "other-port refused 113\n"); /* EHOSTUNREACH: rejected at once */
+    ASSERT_CONTAINS(log, "host-pod connected\n");
+    ASSERT_CONTAINS(log, "loopback refused 111\n");   /* its own loopback, not the node's */
+    ASSERT_CONTAINS(log, "machine refused 113\n");
+    ASSERT_FALSE(strstr(log, "forged connected"));
+    ASSERT_CONTAINS(log, "accepted 10.213.0.1\n");
+    /* the pod is gone: so are its namespace and its veth */
+    unsigned char ipb[4];
+    ASSERT_TRUE(inet_pton(AF_INET, ip, ipb) == 1);
+    char *ns = xasprintf("/run/netns/tern-p%04x", (unsigned)(ipb[2] * 256 + ipb[3]));
+    struct stat st;
+    ASSERT_TRUE(stat(ns, &st) != 0);
+    free(ns);
+    free(log);
+    free(pod);
+    free(script);
+    free(np);
+    close(la);
+    close(lb);
+    close(lc);
+    env_done(&e);
+}
+
+static bool waiting_with(struct env *e, const void *arg)
+{
+    const char *const *a = arg; /* {pod, text} */
+    cJSON *p = get_pod(e, a[0]);
+    const char *m = kobj_str(cJSON_GetArrayItem(kobj_at(p, "status.containerStatuses"), 0),
+                             "state.waiting.message");
+    bool ok = m && strstr(m, a[1]) && !kobj_str(p, "status.podIP");
+    cJSON_Delete(p);
+    return ok;
+}
+
+/* A node that cannot make namespaces never runs a restricted pod without
+ * its filter: the pod waits with the reason; and with enforcement turned off
+ * it runs in the host's namespace (its egress unrestricted, as before). */
+TEST_T(network_policy_egress_without_namespaces_waits_or_runs_unenforced, 60)
+{
+    struct env e;
+    env_init(&e);
+    kubelet_free(e.k);
+    e.kcfg.ip_bin = "/nonexistent/ip";
+    env_start_kubelet(&e);
+    create(&e, "networking.k8s.io/v1/networkpolicies",
+           "{\"apiVersion\":\"networking.k8s.io/v1\",\"kind\":\"NetworkPolicy\",\"metadata\":{"
+           "\"name\":\"some\"},\"spec\":{\"podSelector\":{},\"policyTypes\":[\"Egress\"],"
+           "\"egress\":[{\"to\":[{\"ipBlock\":{\"cidr\":\"10.213.0.1/32\"}}]}]}}");
+    create(&e, "v1/pods",
+           POD("fenced", "\"restartPolicy\":\"Never\",", "{\"name\":\"main\",\"command\":[\"true\"]}"));
+    const char *a[] = {"fenced", geteuid() == 0 ? "/nonexistent/ip (not found" : "needs root"};
+    if (!pump(&e, waiting_with, a, 10000)) {
+        cJSON *p = get_pod(&e, "fenced");
+        char *st = json_print(kobj_at(p, "status"));
+        th_fail(__FILE__, __LINE__, "not waiting with the reason: %s", st);
+    }
+    wait_phase(&e, "fenced", "Pending", 1000);
+    kubelet_free(e.k);
+    e.kcfg.netpol_unenforced = true;
+    env_start_kubelet(&e);
+    wait_phase(&e, "fenced", "Succeeded", 20000);
+    cJSON *p = get_pod(&e, "fenced");
+    ASSERT_TRUE(strncmp(kobj_str(p, "status.podIP"), "127.1.", 6) == 0);
+    cJSON_Delete(p);
+    env_done(&e);
+}
+
 TEST_T(kubelet_restart_kills_leftovers_and_restarts_pods, 60)
 {
     struct env e;
@@ -849,6 +1016,74 @@ TEST_T(memory_limit_oom_kills_and_liveness_restarts, 60)
         nanosleep(&ts, NULL);
     }
     ASSERT_TRUE(restarted);
+    env_done(&e);
+}
+
+/* containerStatuses[0] fields of a pod: started, ready, restartCount */
+static void cstatus(struct env *e, const char *name, bool *started, bool *ready, int64_t *restarts)
+{
+    cJSON *p = get_pod(e, name);
+    const cJSON *cs = cJSON_GetArrayItem(kobj_at(p, "status.containerStatuses"), 0);
+    *started = cJSON_IsTrue(kobj_at(cs, "started"));
+    *ready = cJSON_IsTrue(kobj_at(cs, "ready"));
+    *restarts = kobj_int(cs, "restartCount", 0);
+    cJSON_Delete(p);
+}
+
+TEST_T(startup_probe_holds_start_ready_and_liveness, 60)
+{
+    struct env e;
+    env_init(&e);
+    /* "late": no readiness probe, a startup probe that passes once the
+     * container made a file in its emptyDir (after 4 s), and a liveness
+     * probe that fails before that: not started, not ready and not killed
+     * until the startup probe passes */
+    create(&e, "v1/pods",
+           POD("late", "\"terminationGracePeriodSeconds\":1,\"volumes\":[{\"name\":\"w\","
+                       "\"emptyDir\":{}}],",
+               "{\"name\":\"main\",\"command\":[\"sh\",\"-c\",\"sleep 4; touch /w/up; while "
+               "true; do sleep 0.1; done\"],\"volumeMounts\":[{\"name\":\"w\",\"mountPath\":"
+               "\"/w\"}],\"startupProbe\":{\"exec\":{\"command\":[\"test\",\"-e\",\"/w/up\"]},"
+               "\"periodSeconds\":1,\"failureThreshold\":60},\"livenessProbe\":{\"exec\":"
+               "{\"command\":[\"test\",\"-e\",\"/w/up\"]},\"periodSeconds\":1,"
+               "\"failureThreshold\":1}}"));
+    /* "never": a startup probe that never passes: killed after
+     * failureThreshold failures and restarted, never ready */
+    create(&e, "v1/pods",
+           POD("never", "\"terminationGracePeriodSeconds\":1,",
+               "{\"name\":\"main\",\"command\":[\"sh\",\"-c\",\"while true; do sleep 0.1; "
+               "done\"],\"startupProbe\":{\"exec\":{\"command\":[\"false\"]},"
+               "\"periodSeconds\":1,\"failureThreshold\":2}}"));
+    wait_phase(&e, "late", "Running", 20000);
+    int64_t end = now_ms() + 2500;
+    bool started, ready;
+    int64_t restarts;
+    while (now_ms() < end) { /* failing startup probes */
+        pump_once(&e);
+        cstatus(&e, "late", &started, &ready, &restarts);
+        ASSERT_FALSE(started);
+        ASSERT_FALSE(ready);
+        ASSERT_EQ_INT(restarts, 0); /* the liveness probe waits for startup */
+        struct timespec ts = {0, 100 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ASSERT_FALSE(pod_ready(&e, "late"));
+    ASSERT_TRUE(pump(&e, pod_ready, "late", 20000));
+    cstatus(&e, "late", &started, &ready, &restarts);
+    ASSERT_TRUE(started);
+    ASSERT_TRUE(ready);
+    ASSERT_EQ_INT(restarts, 0);
+    end = now_ms() + 20000;
+    restarts = 0;
+    while (restarts < 1 && now_ms() < end) {
+        pump_once(&e);
+        cstatus(&e, "never", &started, &ready, &restarts);
+        ASSERT_FALSE(ready);
+        struct timespec ts = {0, 50 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ASSERT_TRUE(restarts >= 1);
+    ASSERT_FALSE(pod_ready(&e, "never"));
     env_done(&e);
 }
 

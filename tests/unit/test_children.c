@@ -203,7 +203,7 @@ TEST(turn_job_carries_the_key_by_reference_and_fails_fast_on_78)
 TEST(network_policy_allows_runner_in_and_allowlist_out)
 {
     struct session_spec *s = load("examples/approvals-and-limits.yaml");
-    cJSON *np = children_network_policy(s);
+    cJSON *np = children_network_policy(s, &cfg);
     const cJSON *from = at(np, "spec.ingress[0].from[0].podSelector.matchLabels");
     ASSERT_EQ_STR(json_get(from, "tern.dev/role")->valuestring, "runner");
     ASSERT_EQ_STR(json_get(from, "tern.dev/session-uid")->valuestring, "0d8f-uid");
@@ -212,9 +212,79 @@ TEST(network_policy_allows_runner_in_and_allowlist_out)
     cJSON_Delete(np);
     session_spec_free(s);
     s = load("examples/minimal.yaml");
-    np = children_network_policy(s);
+    np = children_network_policy(s, &cfg);
     ASSERT_EQ_INT(cJSON_GetArraySize(at(np, "spec.egress")), 0); /* no egress at all */
     ASSERT_EQ_STR(s_at(np, "spec.policyTypes[1]"), "Egress");
+    cJSON_Delete(np);
+    session_spec_free(s);
+}
+
+static const char *env_of(const cJSON *pod, const char *name)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, at(pod, "spec.containers[0].env"))
+    {
+        if (strcmp(s_at(e, "name"), name) == 0)
+            return s_at(e, "value");
+    }
+    return NULL;
+}
+
+TEST(egress_proxy_in_policy_and_pod)
+{
+    struct children_config pc = cfg;
+    pc.egress_proxy = "10.96.0.42:3128";
+    struct session_spec *s = load("examples/approvals-and-limits.yaml");
+    /* by address: an ipBlock of the proxy, on its port only; the CIDRs after */
+    cJSON *np = children_network_policy(s, &pc);
+    ASSERT_EQ_INT(cJSON_GetArraySize(at(np, "spec.egress")), 2);
+    ASSERT_EQ_STR(s_at(np, "spec.egress[0].to[0].ipBlock.cidr"), "10.96.0.42/32");
+    ASSERT_EQ_STR(s_at(np, "spec.egress[0].ports[0].protocol"), "TCP");
+    ASSERT_EQ_INT(i_at(np, "spec.egress[0].ports[0].port"), 3128);
+    ASSERT_EQ_STR(s_at(np, "spec.egress[1].to[0].ipBlock.cidr"), "140.82.112.0/20");
+    ASSERT_NULL(at(np, "spec.egress[1].ports"));
+    cJSON_Delete(np);
+    /* by selector: the proxy pods of their namespace */
+    pc.egress_proxy_namespace = "tern-system";
+    pc.egress_proxy_labels = "app.kubernetes.io/name=tern,app.kubernetes.io/component=egress-proxy";
+    np = children_network_policy(s, &pc);
+    ASSERT_NULL(at(np, "spec.egress[0].to[0].ipBlock"));
+    const cJSON *nsl = at(np, "spec.egress[0].to[0].namespaceSelector.matchLabels");
+    ASSERT_EQ_STR(json_get(nsl, "kubernetes.io/metadata.name")->valuestring, "tern-system");
+    const cJSON *psl = at(np, "spec.egress[0].to[0].podSelector.matchLabels");
+    ASSERT_EQ_STR(json_get(psl, "app.kubernetes.io/component")->valuestring, "egress-proxy");
+    ASSERT_EQ_INT(i_at(np, "spec.egress[0].ports[0].port"), 3128);
+    cJSON_Delete(np);
+    /* the pod: proxy variables in both spellings, NO_PROXY with the CIDRs */
+    cJSON *pod = children_sandbox_pod(s, &pc);
+    ASSERT_EQ_STR(env_of(pod, "HTTPS_PROXY"), "http://10.96.0.42:3128");
+    ASSERT_EQ_STR(env_of(pod, "https_proxy"), "http://10.96.0.42:3128");
+    ASSERT_EQ_STR(env_of(pod, "HTTP_PROXY"), "http://10.96.0.42:3128");
+    ASSERT_EQ_STR(env_of(pod, "http_proxy"), "http://10.96.0.42:3128");
+    ASSERT_EQ_STR(env_of(pod, "NO_PROXY"), "localhost,127.0.0.1,::1,140.82.112.0/20");
+    ASSERT_EQ_STR(env_of(pod, "no_proxy"), "localhost,127.0.0.1,::1,140.82.112.0/20");
+    cJSON_Delete(pod);
+    /* the proxy is part of the sandbox hash; without one the hash is unchanged */
+    char h1[17], h2[17], h3[17];
+    children_sandbox_hash(s, &cfg, h1);
+    children_sandbox_hash(s, &pc, h2);
+    pc.egress_proxy = "10.96.0.43:3128";
+    children_sandbox_hash(s, &pc, h3);
+    ASSERT_TRUE(strcmp(h1, h2) != 0 && strcmp(h2, h3) != 0);
+    pod = children_sandbox_pod(s, &cfg);
+    ASSERT_NULL(env_of(pod, "HTTPS_PROXY"));
+    cJSON_Delete(pod);
+    session_spec_free(s);
+    /* no proxy, no CIDR: no egress at all */
+    s = load("examples/minimal.yaml");
+    np = children_network_policy(s, &cfg);
+    ASSERT_EQ_INT(cJSON_GetArraySize(at(np, "spec.egress")), 0);
+    cJSON_Delete(np);
+    pc.egress_proxy = "[fd00::5]:3128";
+    pc.egress_proxy_labels = NULL;
+    np = children_network_policy(s, &pc);
+    ASSERT_EQ_INT(cJSON_GetArraySize(at(np, "spec.egress")), 1);
+    ASSERT_EQ_STR(s_at(np, "spec.egress[0].to[0].ipBlock.cidr"), "fd00::5/128");
     cJSON_Delete(np);
     session_spec_free(s);
 }

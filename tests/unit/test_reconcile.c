@@ -179,6 +179,32 @@ TEST(pending_intent_brings_sandbox_then_turn)
     session_spec_free(s);
 }
 
+TEST(host_entries_without_an_egress_proxy_are_reported)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(
+        "  permissions: {networkAllowlist: [\"pypi.org\", \"10.0.0.0/8\"]}\n"));
+    struct reconcile_input in = base_input(s);
+    in.journal.last_seq = 1;
+    in.journal.messages = 1;
+    in.journal.intent_pending = true;
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 1);
+    const struct reconcile_action *w = find(&o, RA_EVENT, "EgressProxyMissing");
+    ASSERT_NOT_NULL(w);
+    ASSERT_EQ_STR(w->event_type, "Warning");
+    ASSERT_CONTAINS(w->note, "the first: pypi.org");
+    reconcile_output_done(&o);
+    struct children_config pc = cfg;
+    pc.egress_proxy = "10.96.0.42:3128";
+    in.cfg = &pc;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 1);
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "EgressProxyMissing"), 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
 static void waiting_for(struct reconcile_input *in, const char *id)
 {
     in->journal.last_seq = 9;

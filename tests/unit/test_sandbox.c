@@ -644,6 +644,22 @@ TEST(sbexec_runs_with_scrubbed_env_and_stdin)
     close(cwd);
 }
 
+TEST(sbexec_passes_base_env_under_the_request_env)
+{
+    int cwd = open(th_tmpdir(), O_RDONLY | O_DIRECTORY);
+    char *argv[] = {"/bin/sh", "-c", "echo \"[$HTTPS_PROXY][$NO_PROXY][$PATH][$HOME]\"", NULL};
+    char *base[] = {"HTTPS_PROXY=http://10.0.0.1:3128", "NO_PROXY=localhost", "PATH=/bin", NULL};
+    char *add[] = {"NO_PROXY=mine", NULL};
+    struct sbexec_opts o = exec_opts(argv, cwd);
+    o.base_env = base;
+    o.env_add = add;
+    struct sbexec_result r;
+    ASSERT_OK(sbexec_run(&o, &r, NULL));
+    ASSERT_CONTAINS(buf_str(&r.out), "[http://10.0.0.1:3128][mine][/bin][/tmp]\n");
+    sbexec_result_done(&r);
+    close(cwd);
+}
+
 TEST(sbexec_caps_output_and_counts_totals)
 {
     int cwd = open(th_tmpdir(), O_RDONLY | O_DIRECTORY);

@@ -12,6 +12,7 @@
 #include "yaml/yamljson.h"
 
 #include <dirent.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -538,6 +539,119 @@ TEST(spec_cidrs)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         if (session_cidr_parse(bad[i], &c) != -EINVAL)
             th_fail(__FILE__, __LINE__, "CIDR \"%s\" accepted", bad[i]);
+}
+
+TEST(spec_hosts)
+{
+    static const struct {
+        const char *text, *name;
+        bool wildcard;
+        int port;
+    } ok[] = {
+        {"pypi.org", "pypi.org", false, 0},
+        {"*.githubusercontent.com", "githubusercontent.com", true, 0},
+        {"example.com:8443", "example.com", false, 8443},
+        {"*.a-b.example.io:1", "a-b.example.io", true, 1},
+        {"x1.y2.z3.co:65535", "x1.y2.z3.co", false, 65535},
+        {"xn--bcher-kva.example", "xn--bcher-kva.example", false, 0},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        struct session_host h;
+        const char *why = NULL;
+        if (session_host_parse(ok[i].text, &h, &why) != 0)
+            th_fail(__FILE__, __LINE__, "\"%s\" refused: %s", ok[i].text, why);
+        ASSERT_EQ_STR(h.name, ok[i].name);
+        ASSERT_EQ_INT(h.wildcard, ok[i].wildcard);
+        ASSERT_EQ_INT(h.port, ok[i].port);
+        free(h.name);
+    }
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"localhost", "at least two labels"},
+        {"Pypi.org", "lower case"},
+        {"a.*.org", "wildcard"},
+        {"*", "wildcard"},
+        {"*.", "empty"},
+        {"**.org", "wildcard"},
+        {"pypi.org:", "port"},
+        {"pypi.org:0", "port"},
+        {"pypi.org:08", "port"},
+        {"pypi.org:65536", "port"},
+        {"pypi.org:+80", "port"},
+        {"pypi.org:80:80", "port"},
+        {"-a.org", "label"},
+        {"a-.org", "label"},
+        {"a..org", "label"},
+        {"a.org.", "label"},
+        {".a.org", "label"},
+        {"a_b.org", "label"},
+        {"example.1com", "last label"},
+        {":80", "empty"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        struct session_host h;
+        const char *why = NULL;
+        if (session_host_parse(bad[i].text, &h, &why) == 0)
+            th_fail(__FILE__, __LINE__, "\"%s\" accepted", bad[i].text);
+        ASSERT_NOT_NULL(why);
+        ASSERT_CONTAINS(why, bad[i].why);
+    }
+    struct session_host e = {.name = "pypi.org"}, w = {.name = "example.com", .wildcard = true},
+                        p = {.name = "example.com", .port = 8443};
+    ASSERT_TRUE(session_host_match(&e, "pypi.org", 443));
+    ASSERT_TRUE(session_host_match(&e, "pypi.org", 80));
+    ASSERT_FALSE(session_host_match(&e, "pypi.org", 8080));
+    ASSERT_FALSE(session_host_match(&e, "files.pypi.org", 443));
+    ASSERT_FALSE(session_host_match(&e, "pypi.org.evil.com", 443));
+    ASSERT_FALSE(session_host_match(&e, "xpypi.org", 443));
+    ASSERT_TRUE(session_host_match(&w, "a.example.com", 443));
+    ASSERT_TRUE(session_host_match(&w, "a.b.example.com", 80));
+    ASSERT_FALSE(session_host_match(&w, "example.com", 443));
+    ASSERT_FALSE(session_host_match(&w, "badexample.com", 443));
+    ASSERT_FALSE(session_host_match(&w, ".example.com", 443));
+    ASSERT_TRUE(session_host_match(&p, "example.com", 8443));
+    ASSERT_FALSE(session_host_match(&p, "example.com", 443));
+}
+
+TEST(spec_allowlist_mixes_cidrs_and_hosts)
+{
+    const char *text =
+        "{\"spec\":{\"objective\":\"x\",\"permissions\":{\"networkAllowlist\":"
+        "[\"10.0.0.0/8\",\"pypi.org\",\"fd00::/8\",\"*.githubusercontent.com:443\"]}}}";
+    cJSON *doc = NULL;
+    ASSERT_OK(json_parse(text, strlen(text), &doc, NULL));
+    struct session_spec *s = NULL;
+    struct tern_err e = {0};
+    ASSERT_OK(session_spec_parse(doc, &s, &e));
+    cJSON_Delete(doc);
+    ASSERT_EQ_INT(s->permissions.nnetwork, 2);
+    ASSERT_EQ_STR(s->permissions.network[0].text, "10.0.0.0/8");
+    ASSERT_EQ_STR(s->permissions.network[1].text, "fd00::/8");
+    ASSERT_EQ_INT(s->permissions.nhosts, 2);
+    ASSERT_EQ_STR(s->permissions.hosts[0].text, "pypi.org");
+    ASSERT_EQ_STR(s->permissions.hosts[1].name, "githubusercontent.com");
+    ASSERT_EQ_INT(s->permissions.hosts[1].port, 443);
+    uint8_t in[4] = {10, 200, 1, 2}, out[4] = {11, 0, 0, 1};
+    ASSERT_TRUE(session_cidr_contains(&s->permissions.network[0], AF_INET, in));
+    ASSERT_FALSE(session_cidr_contains(&s->permissions.network[0], AF_INET, out));
+    ASSERT_FALSE(session_cidr_contains(&s->permissions.network[1], AF_INET, in));
+    session_spec_free(s);
+}
+
+TEST(spec_cidr_contains_prefix_bits)
+{
+    struct session_cidr c;
+    ASSERT_OK(session_cidr_parse("172.16.0.0/12", &c));
+    uint8_t a[4] = {172, 31, 255, 255}, b[4] = {172, 32, 0, 0};
+    ASSERT_TRUE(session_cidr_contains(&c, AF_INET, a));
+    ASSERT_FALSE(session_cidr_contains(&c, AF_INET, b));
+    ASSERT_OK(session_cidr_parse("0.0.0.0/0", &c));
+    ASSERT_TRUE(session_cidr_contains(&c, AF_INET, b));
+    ASSERT_OK(session_cidr_parse("fe80::/10", &c));
+    uint8_t v6[16] = {0xfe, 0xbf}, v6o[16] = {0xfe, 0xc0};
+    ASSERT_TRUE(session_cidr_contains(&c, AF_INET6, v6));
+    ASSERT_FALSE(session_cidr_contains(&c, AF_INET6, v6o));
 }
 
 TEST(spec_quantities)

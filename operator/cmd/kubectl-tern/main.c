@@ -627,6 +627,7 @@ int main(int argc, char **argv)
 {
     struct cli c = {0};
     signal(SIGPIPE, SIG_IGN);
+    kclient_set_default_user_agent("kubectl-tern/0.1.0");
     if (parse(argc, argv, &c))
         return 1;
     static const char *const known[] = {"approve", "deny", "say", "fork", "suspend",

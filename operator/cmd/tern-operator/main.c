@@ -14,12 +14,15 @@
 #include "controller/controller.h"
 #include "etcd/etcd.h"
 #include "http/endpoint.h"
+#include "kube/kclient.h"
 #include "kube/kubeconfig.h"
 #include "kube/leader.h"
 #include "kube/recorder.h"
 #include "metrics/metrics.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -34,6 +37,7 @@ struct opts {
     const char *runner_image, *sandbox_image, *log_level, *runner_sa, *lease_ns, *id;
     const char *storage_class, *runtime_class, *pull_policy, *model_secret, *model_key;
     const char *prices_cm, *test_clock;
+    const char *egress_proxy, *egress_proxy_ns, *egress_proxy_labels;
     bool leader_elect;
     int64_t workers;
 };
@@ -63,6 +67,12 @@ static const struct flag {
     F("prices-configmap", "TERN_PRICES_CONFIGMAP", 0, prices_cm,
       "NAMESPACE/NAME of the price table ConfigMap (key prices.json); without it, sessions "
       "with a cost limit are refused"),
+    F("egress-proxy", "TERN_EGRESS_PROXY", 0, egress_proxy,
+      "HOST:PORT of tern-egress-proxy for sandboxes (a name is resolved at start; empty: none)"),
+    F("egress-proxy-namespace", "TERN_EGRESS_PROXY_NAMESPACE", 0, egress_proxy_ns,
+      "namespace of the proxy pods (with --egress-proxy-labels)"),
+    F("egress-proxy-labels", "TERN_EGRESS_PROXY_LABELS", 0, egress_proxy_labels,
+      "k=v,... of the proxy pods: sandbox NetworkPolicies admit them (default: by address)"),
     F("lease-namespace", "TERN_POD_NAMESPACE", 0, lease_ns, "namespace of the leader Lease"),
     F("id", "TERN_POD_NAME", 0, id, "this replica's identity"),
     F("log-level", "TERN_LOG_LEVEL", 0, log_level, "debug|info|warn|error"),
@@ -142,6 +152,56 @@ static int parse_args(int argc, char **argv, struct opts *o)
         }
     }
     return 0;
+}
+
+/* --egress-proxy with its host as an IP literal (sandboxes have no DNS):
+ * a name is resolved here, retried for up to a minute (a Service created
+ * with the operator may not resolve at once). Returns a new "IP:PORT" /
+ * "[IPv6]:PORT", or NULL with a logged reason. */
+static char *egress_proxy_address(const char *hp)
+{
+    const char *colon = strrchr(hp, ':');
+    int64_t port;
+    if (!colon || colon == hp || num_parse_range(colon + 1, 1, 65535, &port)) {
+        tlog_error("bad --egress-proxy: want HOST:PORT", "value", hp);
+        return NULL;
+    }
+    char *host = xstrndup(hp, (size_t)(colon - hp));
+    if (host[0] == '[') {
+        free(host);
+        return xstrdup(hp);
+    }
+    unsigned char a[16];
+    if (inet_pton(AF_INET, host, a) == 1) {
+        free(host);
+        return xstrdup(hp);
+    }
+    char *out = NULL;
+    for (int attempt = 0; attempt < 30 && !out; attempt++) {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        struct addrinfo *res = NULL;
+        int g = getaddrinfo(host, NULL, &hints, &res);
+        if (g == 0 && res) {
+            char ip[INET6_ADDRSTRLEN];
+            const void *src = res->ai_family == AF_INET
+                                  ? (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr
+                                  : (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr;
+            inet_ntop(res->ai_family, src, ip, sizeof ip);
+            out = res->ai_family == AF_INET ? xasprintf("%s:%lld", ip, (long long)port)
+                                            : xasprintf("[%s]:%lld", ip, (long long)port);
+            tlog_info("egress proxy resolved", "name", host, "address", out);
+        } else {
+            tlog_warn("egress proxy does not resolve yet", "name", host, "error",
+                      gai_strerror(g));
+            sleep(2);
+        }
+        if (res)
+            freeaddrinfo(res);
+    }
+    if (!out)
+        tlog_error("egress proxy does not resolve", "name", host);
+    free(host);
+    return out;
 }
 
 static atomic_bool leading;
@@ -264,6 +324,7 @@ int main(int argc, char **argv)
         return 2;
     }
     tlog_init("tern-operator", lvl);
+    kclient_set_default_user_agent("tern-operator/0.1.0");
     if (!o.etcd_endpoints || !*o.etcd_endpoints) {
         fprintf(stderr, "tern-operator: --etcd-endpoints (or TERN_ETCD_ENDPOINTS) is required\n");
         return 2;
@@ -290,6 +351,9 @@ int main(int argc, char **argv)
     struct leader *leader = NULL;
     struct endpoint *mep = NULL, *hep = NULL;
     struct app app = {.metrics = metrics};
+    char *proxy = NULL;
+    if (o.egress_proxy && *o.egress_proxy && !(proxy = egress_proxy_address(o.egress_proxy)))
+        goto out;
 
     int r = kubeconfig_load_auto(o.kubeconfig, NULL, NULL, &kube, &err);
     if (r) {
@@ -348,6 +412,11 @@ int main(int argc, char **argv)
                 .model_secret_key = o.model_key && *o.model_key ? o.model_key : "api-key",
                 .turn_backoff_limit = 4,
                 .job_ttl_seconds = 3600,
+                .egress_proxy = proxy,
+                .egress_proxy_namespace =
+                    o.egress_proxy_ns && *o.egress_proxy_ns ? o.egress_proxy_ns : NULL,
+                .egress_proxy_labels =
+                    o.egress_proxy_labels && *o.egress_proxy_labels ? o.egress_proxy_labels : NULL,
             },
     };
     if (controller_new(&cc, &ctl, &err) || controller_start(ctl, &err)) {
@@ -410,5 +479,6 @@ out:
     etcd_endpoints_free(eps);
     kubeconfig_free(kube);
     metrics_free(metrics);
+    free(proxy);
     return rc;
 }

@@ -14,6 +14,7 @@
  */
 #include "base/limits.h"
 #include "base/tlog.h"
+#include "kube/kclient.h"
 #include "runner/config.h"
 #include "runner/forkcopy.h"
 #include "runner/turn.h"
@@ -192,6 +193,7 @@ int main(int argc, char **argv)
     if (l && tlog_parse_level(l, &lvl) != 0)
         lvl = TLOG_INFO;
     tlog_init("tern-runner", lvl);
+    kclient_set_default_user_agent("tern-runner/0.1.0");
     if (argc >= 2 && strcmp(argv[1], "turn") == 0)
         return cmd_turn();
     if (argc >= 2 && strcmp(argv[1], "copy") == 0)

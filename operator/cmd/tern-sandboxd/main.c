@@ -12,6 +12,7 @@
  * configuration. See docs/sandbox.md.
  */
 #include "base/err.h"
+#include "base/mem.h"
 #include "base/num.h"
 #include "base/tlog.h"
 #include "sandbox/sandbox_contract.h"
@@ -175,6 +176,16 @@ int main(int argc, char **argv)
     }
     cfg.token = token;
     cfg.token_len = token_len;
+    /* the proxy settings of the pod reach every command (docs/egress.md) */
+    static const char *const pass[] = {SANDBOX_PASS_ENV};
+    char *pass_env[sizeof pass / sizeof pass[0] + 1] = {0};
+    size_t npass = 0;
+    for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++) {
+        const char *v = getenv(pass[i]);
+        if (v && strlen(v) < TERN_SANDBOX_MAX_ENV_VALUE)
+            pass_env[npass++] = xasprintf("%s=%s", pass[i], v);
+    }
+    cfg.pass_env = pass_env;
 
     /* block the stop signals and SIGCHLD in every thread; main waits for them */
     sigset_t stop;
@@ -196,6 +207,8 @@ int main(int argc, char **argv)
     rc = sandboxd_start(&cfg, &d, &err);
     if (rc != 0) {
         tlog_error("cannot start", "error", err.msg);
+        for (size_t i = 0; i < npass; i++)
+            free(pass_env[i]);
         return 2;
     }
     char port[21], n[21];
@@ -217,5 +230,7 @@ int main(int argc, char **argv)
     }
     tlog_info("stopping", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     sandboxd_stop(d);
+    for (size_t i = 0; i < npass; i++)
+        free(pass_env[i]);
     return 0;
 }

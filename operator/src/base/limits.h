@@ -84,6 +84,7 @@
 #define TERN_SANDBOX_MAX_EXEC_BODY   (4u << 20)  /* POST /v1/exec JSON body */
 #define TERN_SANDBOX_MAX_ARGV        4096        /* argv entries */
 #define TERN_SANDBOX_MAX_ENV         256         /* env additions */
+#define TERN_SANDBOX_MAX_ENV_VALUE   (64u << 10) /* a variable sandboxd passes on */
 #define TERN_SANDBOX_MAX_STDIN       (2u << 20)  /* "stdin" bytes */
 #define TERN_SANDBOX_MAX_OUTPUT      (1u << 20)  /* kept stdout / stderr bytes, each */
 #define TERN_SANDBOX_MAX_TIMEOUT_MS  (24LL * 3600 * 1000)
@@ -138,6 +139,16 @@
 #define TERN_KUBELETAPI_IO_TIMEOUT_S 30          /* TLS handshake, reading the head, one write */
 #define TERN_KUBELETAPI_CHUNK        (64u << 10) /* log bytes per write */
 #define TERN_NODE_MAX_TOKEN          (64u << 10) /* a TokenRequest's token */
+
+/* tern-egress-proxy (egress/) */
+#define TERN_EGRESS_MAX_HEAD         16384       /* a proxy request's line + headers, bytes */
+#define TERN_EGRESS_MAX_HEADERS      100         /* header fields in one request */
+#define TERN_EGRESS_MAX_ADDRS        16          /* addresses kept from one name lookup */
+#define TERN_EGRESS_MAX_CONNECTIONS  4096        /* --max-connections cap */
+#define TERN_EGRESS_MAX_HOSTS_FILE   (1u << 20)  /* the static name map (--hosts-file) */
+#define TERN_EGRESS_MAX_HOSTS        4096        /* names in that map */
+#define TERN_EGRESS_MAX_RATE_KEYS    4096        /* sessions whose refusal Events are rate-limited */
+#define TERN_EGRESS_MAX_PODS         65536       /* sandbox pods / sessions indexed */
 
 /* base/glob (policy approval/writable globs, spec globs, sandboxd --writable) */
 #define TERN_GLOB_MAX_PATTERN 4096 /* one glob, bytes */

@@ -3,9 +3,11 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
+#include "base/num.h"
 #include "json/json.h"
 #include "sandbox/sandbox_contract.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,7 +152,50 @@ cJSON *children_task_configmap(const struct session_spec *s)
     return o;
 }
 
-cJSON *children_network_policy(const struct session_spec *s)
+/* "k=v,k2=v2" into a matchLabels object; false when malformed. */
+static bool match_labels(cJSON *sel, const char *text)
+{
+    cJSON *ml = sub(sel, "matchLabels");
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, ",");
+        const char *eq = memchr(p, '=', n);
+        if (!eq || eq == p)
+            return false;
+        char *k = xstrndup(p, (size_t)(eq - p));
+        char *v = xstrndup(eq + 1, n - (size_t)(eq - p) - 1);
+        str(ml, k, v);
+        free(k);
+        free(v);
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return true;
+}
+
+/* HOST and PORT of "HOST:PORT" / "[v6]:PORT": host into out, port or -1. */
+static int proxy_hostport(const char *proxy, char *out, size_t n)
+{
+    const char *colon = strrchr(proxy, ':');
+    if (!colon || !colon[1])
+        return -1;
+    const char *h = proxy;
+    size_t hn = (size_t)(colon - proxy);
+    if (hn >= 2 && h[0] == '[' && h[hn - 1] == ']') {
+        h++;
+        hn -= 2;
+    }
+    if (hn == 0 || hn >= n)
+        return -1;
+    memcpy(out, h, hn);
+    out[hn] = '\0';
+    int64_t port;
+    if (num_parse_range(colon + 1, 1, 65535, &port))
+        return -1;
+    return (int)port;
+}
+
+cJSON *children_network_policy(const struct session_spec *s, const struct children_config *c)
 {
     char *name = children_name(s->name, "sandbox");
     cJSON *o = child(s, "networking.k8s.io/v1", "NetworkPolicy", name, "sandbox");
@@ -170,14 +215,43 @@ cJSON *children_network_policy(const struct session_spec *s)
     cJSON *port = push_obj(arr(rule, "ports"));
     str(port, "protocol", "TCP");
     cJSON_AddNumberToObject(port, "port", SANDBOX_PORT);
-    /* egress: only the allowlist; an empty list allows nothing */
+    /* egress: the proxy's port, and the CIDR entries; nothing else (an
+     * empty list allows nothing) */
     cJSON *egress = arr(spec, "egress");
+    char host[64];
+    int pport = c && c->egress_proxy ? proxy_hostport(c->egress_proxy, host, sizeof host) : -1;
+    if (pport > 0) {
+        cJSON *prule = push_obj(egress);
+        cJSON *to = push_obj(arr(prule, "to"));
+        if (c->egress_proxy_labels && c->egress_proxy_namespace) {
+            str(sub(sub(to, "namespaceSelector"), "matchLabels"), "kubernetes.io/metadata.name",
+                c->egress_proxy_namespace);
+            match_labels(sub(to, "podSelector"), c->egress_proxy_labels);
+        } else {
+            char *cidr = xasprintf("%s/%d", host, strchr(host, ':') ? 128 : 32);
+            str(sub(to, "ipBlock"), "cidr", cidr);
+            free(cidr);
+        }
+        cJSON *pp = push_obj(arr(prule, "ports"));
+        str(pp, "protocol", "TCP");
+        cJSON_AddNumberToObject(pp, "port", pport);
+    }
     if (s->permissions.nnetwork) {
         cJSON *to = arr(push_obj(egress), "to");
         for (size_t i = 0; i < s->permissions.nnetwork; i++)
             str(sub(push_obj(to), "ipBlock"), "cidr", s->permissions.network[i].text);
     }
     return o;
+}
+
+char *children_no_proxy(const struct session_spec *s)
+{
+    struct buf b;
+    buf_init(&b, 64u << 10);
+    buf_puts(&b, "localhost,127.0.0.1,::1");
+    for (size_t i = 0; i < s->permissions.nnetwork; i++)
+        buf_printf(&b, ",%s", s->permissions.network[i].text);
+    return buf_steal(&b);
 }
 
 /* FNV-1a over the fields that shape the sandbox pod. */
@@ -195,6 +269,18 @@ const char *children_sandbox_hash(const struct session_spec *s, const struct chi
         for (const char *p = parts[i] ? parts[i] : ""; *p; p++)
             h = (h ^ (unsigned char)*p) * 1099511628211ull;
         h = (h ^ 0xff) * 1099511628211ull; /* separator */
+    }
+    if (c->egress_proxy) {
+        /* the proxy environment (only then, so hashes without a proxy stay
+         * as they were) */
+        char *np = children_no_proxy(s);
+        const char *more[] = {c->egress_proxy, np};
+        for (size_t i = 0; i < 2; i++) {
+            for (const char *p = more[i]; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ull;
+            h = (h ^ 0xff) * 1099511628211ull;
+        }
+        free(np);
     }
     snprintf(out, 17, "%016llx", (unsigned long long)h);
     return out;
@@ -260,9 +346,31 @@ cJSON *children_sandbox_pod(const struct session_spec *s, const struct children_
     /* listen on the pod's own address: on a cluster that is the pod's
      * network namespace; on tern-dev pods share the host's loopback, each
      * with its own 127.x.y.z */
-    cJSON *penv = push_obj(arr(ctr, "env"));
+    cJSON *envs = arr(ctr, "env");
+    cJSON *penv = push_obj(envs);
     str(penv, "name", "TERN_POD_IP");
     str(sub(sub(penv, "valueFrom"), "fieldRef"), "fieldPath", "status.podIP");
+    if (c->egress_proxy) {
+        /* every tool that honours the proxy variables goes through the
+         * egress proxy; direct connections fail (NetworkPolicy) except to
+         * the CIDR entries, which NO_PROXY lists */
+        char *url = xasprintf("http://%s", c->egress_proxy);
+        char *np = children_no_proxy(s);
+        const char *names[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"};
+        for (size_t i = 0; i < 4; i++) {
+            cJSON *e = push_obj(envs);
+            str(e, "name", names[i]);
+            str(e, "value", url);
+        }
+        const char *nnames[] = {"NO_PROXY", "no_proxy"};
+        for (size_t i = 0; i < 2; i++) {
+            cJSON *e = push_obj(envs);
+            str(e, "name", nnames[i]);
+            str(e, "value", np);
+        }
+        free(url);
+        free(np);
+    }
     cJSON *args = arr(ctr, "args");
     char *listen = xasprintf("$(TERN_POD_IP):%d", SANDBOX_PORT);
     push_str(args, "--listen");

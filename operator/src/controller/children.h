@@ -39,6 +39,11 @@ struct children_config {
     const char *model_secret_key;
     int64_t turn_backoff_limit;       /* Job backoffLimit (retryable failures) */
     int64_t job_ttl_seconds;          /* ttlSecondsAfterFinished */
+    /* The egress proxy sandboxes use (docs/egress.md); NULL = none, and
+     * then host entries of networkAllowlist allow nothing. */
+    const char *egress_proxy;           /* "HOST:PORT" for HTTP(S)_PROXY (HOST an IP literal) */
+    const char *egress_proxy_namespace; /* with _labels: the NetworkPolicy admits the proxy */
+    const char *egress_proxy_labels;    /* pods by selector ("k=v,k2=v2"); NULL: by address */
 };
 
 #define CHILDREN_LABEL_SESSION     "tern.dev/session"
@@ -60,8 +65,17 @@ cJSON *children_pvc(const struct session_spec *s, const struct children_config *
 /* token: the sandbox bearer token (random, chosen by the caller once). */
 cJSON *children_token_secret(const struct session_spec *s, const char *token);
 cJSON *children_task_configmap(const struct session_spec *s);
-cJSON *children_network_policy(const struct session_spec *s);
+/* Ingress only from the session's runners (and its forks' copy Jobs) on
+ * sandboxd's port; egress only to the egress proxy's port (when c has one)
+ * and to the CIDR entries of networkAllowlist. */
+cJSON *children_network_policy(const struct session_spec *s, const struct children_config *c);
+/* With an egress proxy the container's environment has HTTP_PROXY,
+ * HTTPS_PROXY (and their lower-case forms) = http://<proxy>, and NO_PROXY
+ * = localhost,127.0.0.1,::1 plus the CIDR entries, which tern-sandboxd
+ * passes on to every command (SANDBOX_PASS_ENV). */
 cJSON *children_sandbox_pod(const struct session_spec *s, const struct children_config *c);
+/* The NO_PROXY value for s (new string). */
+char *children_no_proxy(const struct session_spec *s);
 /* The Job of turn n (tern-runner turn). prices_json (may be NULL): the
  * price of the session's model as a one-entry price table; it becomes the
  * pod annotation tern.dev/prices, projected by the downward API to

@@ -819,7 +819,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     if (!in->task_exists)
         create(out, "v1/configmaps", children_task_configmap(s));
     if (!in->netpol_exists)
-        create(out, "networking.k8s.io/v1/networkpolicies", children_network_policy(s));
+        create(out, "networking.k8s.io/v1/networkpolicies", children_network_policy(s, in->cfg));
 
     /* --- stuck: something the session needs is missing or failing -------- */
     const char *stuck = NULL; /* CamelCase reason */
@@ -955,6 +955,15 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         if (!budget_queued) {
             create(out, "v1/pods", children_sandbox_pod(s, in->cfg));
             event(out, "Normal", "SandboxCreated", "sandbox pod created");
+            if (s->permissions.nhosts && !in->cfg->egress_proxy) {
+                char *note = xasprintf(
+                    "spec.permissions.networkAllowlist names hosts (the first: %s), but this "
+                    "operator runs without an egress proxy (--egress-proxy), so they allow "
+                    "nothing; only the CIDR entries are reachable",
+                    s->permissions.hosts[0].text);
+                event(out, "Warning", "EgressProxyMissing", note);
+                free(note);
+            }
         }
     } else {
         budget_queued = false;

@@ -21,6 +21,17 @@ struct kclient {
     unsigned seed;
 };
 
+/* The User-Agent of clients made without one: the program's name, set once
+ * by main() before any client exists (kube-apiserver names the field manager
+ * of a client's writes after the part before the '/'). */
+static const char *default_user_agent = "tern";
+
+void kclient_set_default_user_agent(const char *ua)
+{
+    if (ua && ua[0])
+        default_user_agent = ua;
+}
+
 struct kclient *kclient_new(struct kubeconfig *cfg, const struct kclient_opts *opts)
 {
     struct kclient *c = xcalloc(1, sizeof *c);
@@ -39,7 +50,7 @@ struct kclient *kclient_new(struct kubeconfig *cfg, const struct kclient_opts *o
     if (c->o.timeout_ms <= 0)
         c->o.timeout_ms = 30000;
     if (!c->o.user_agent)
-        c->o.user_agent = "tern";
+        c->o.user_agent = default_user_agent;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     c->seed = (unsigned)(ts.tv_nsec ^ (uintptr_t)c);

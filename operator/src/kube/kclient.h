@@ -55,8 +55,15 @@ struct kclient_opts {
     long backoff_ms;      /* default 100 */
     long max_backoff_ms;  /* default 10000 */
     long timeout_ms;      /* one request (not watches); default 30000 */
-    const char *user_agent; /* default "tern" */
+    const char *user_agent; /* default: kclient_set_default_user_agent's, else "tern" */
 };
+
+/* The User-Agent of every client made without opts->user_agent, e.g.
+ * "tern-operator/0.1.0": kube-apiserver records a client's writes in
+ * managedFields under the manager named by the part before the '/', so each
+ * program names itself. Call once in main() before any client is made (not
+ * synchronised); ua is borrowed for the program's life. */
+void kclient_set_default_user_agent(const char *ua);
 
 /* A client over cfg (borrowed). opts may be NULL. Free with kclient_free. */
 struct kclient *kclient_new(struct kubeconfig *cfg, const struct kclient_opts *opts);

@@ -32,5 +32,10 @@
 /* The hidden directory on the workspace volume holding idempotency records
  * (see idem.h); never served by the API, never writable through it. */
 #define SANDBOX_STATE_DIR       ".tern"
+/* Variables of tern-sandboxd's own environment that every command gets
+ * (the operator sets them on the sandbox container when an egress proxy is
+ * configured; docs/egress.md). A request's env may still override them. */
+#define SANDBOX_PASS_ENV        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", \
+                                "http_proxy", "https_proxy", "no_proxy"
 
 #endif

@@ -40,6 +40,10 @@ struct sandboxd_config {
     struct sbexec_limits lim;
     enum sandboxd_landlock landlock;
     unsigned max_connections;
+    /* "NAME=value" entries every command gets over the defaults (the
+     * SANDBOX_PASS_ENV variables of sandboxd's environment), or NULL;
+     * borrowed */
+    char *const *pass_env;
     /* optional access log hook, called after each response is queued */
     void (*on_request)(void *ctx, const char *method, const char *url, unsigned status,
                        int64_t ms);

@@ -47,6 +47,7 @@ enum MHD_Result sandboxd__do_exec(struct sandboxd *d, struct MHD_Connection *c, 
     }
     struct sbexec_opts o = {
         .argv = ex.argv,
+        .base_env = d->cfg.pass_env,
         .env_add = ex.env,
         .cwd_fd = cwdfd,
         .home = "/tmp",

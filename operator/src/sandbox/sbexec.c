@@ -79,32 +79,42 @@ static const char *env_value(char *const *env, const char *name)
     return NULL;
 }
 
-/* Builds the child's environment: defaults overridden by additions. */
+/* Builds the child's environment: defaults, then base_env, then the
+ * request's additions; a later NAME replaces an earlier one. */
 static char **build_env(const struct sbexec_opts *o)
 {
     const char *defaults[] = {"PATH=" DEFAULT_PATH, "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=/tmp",
                               NULL};
-    size_t nadd = 0;
+    size_t nbase = 0, nadd = 0;
+    while (o->base_env && o->base_env[nbase])
+        nbase++;
     while (o->env_add && o->env_add[nadd])
         nadd++;
-    char **env = xcalloc(nadd + 6, sizeof *env);
+    char **env = xcalloc(nbase + nadd + 6, sizeof *env);
     size_t n = 0;
-    for (size_t i = 0; defaults[i]; i++) {
-        size_t kl = strcspn(defaults[i], "=");
+    char *home = xasprintf("HOME=%s", o->home ? o->home : "/tmp");
+    /* every candidate in order of precedence, lowest first */
+    size_t ncand = 5 + nbase + nadd;
+    const char **cand = xcalloc(ncand, sizeof *cand);
+    size_t k = 0;
+    for (size_t i = 0; defaults[i]; i++)
+        cand[k++] = defaults[i];
+    cand[k++] = home;
+    for (size_t i = 0; i < nbase; i++)
+        cand[k++] = o->base_env[i];
+    for (size_t i = 0; i < nadd; i++)
+        cand[k++] = o->env_add[i];
+    for (size_t i = 0; i < k; i++) {
+        size_t kl = strcspn(cand[i], "=");
         bool overridden = false;
-        for (size_t j = 0; j < nadd; j++)
-            overridden = overridden || (strncmp(o->env_add[j], defaults[i], kl + 1) == 0);
+        for (size_t j = i + 1; j < k && !overridden; j++)
+            overridden = strncmp(cand[j], cand[i], kl + 1) == 0;
         if (!overridden)
-            env[n++] = xstrdup(defaults[i]);
+            env[n++] = xstrdup(cand[i]);
     }
-    bool home_set = false;
-    for (size_t j = 0; j < nadd; j++)
-        home_set = home_set || strncmp(o->env_add[j], "HOME=", 5) == 0;
-    if (!home_set)
-        env[n++] = xasprintf("HOME=%s", o->home ? o->home : "/tmp");
-    for (size_t j = 0; j < nadd; j++)
-        env[n++] = xstrdup(o->env_add[j]);
     env[n] = NULL;
+    free(cand);
+    free(home);
     return env;
 }
 

@@ -40,7 +40,9 @@ struct sbexec_limits {
 
 struct sbexec_opts {
     char *const *argv;          /* NULL-terminated; argv[0] is looked up in PATH */
-    char *const *env_add;       /* "NAME=value" additions (override defaults), or NULL */
+    char *const *base_env;      /* "NAME=value" over the defaults (sandboxd's passed-on
+                                 * variables), or NULL */
+    char *const *env_add;       /* "NAME=value" additions (override both), or NULL */
     int cwd_fd;                 /* directory the command starts in (borrowed) */
     const char *home;           /* HOME value ("/tmp" when NULL) */
     const void *stdin_data;     /* may be NULL */

@@ -368,6 +368,124 @@ int session_cidr_parse(const char *text, struct session_cidr *ret)
     return 0;
 }
 
+bool session_cidr_contains(const struct session_cidr *c, int family, const uint8_t *addr)
+{
+    if (c->family != family)
+        return false;
+    int full = c->prefix / 8, rest = c->prefix % 8;
+    if (memcmp(c->addr, addr, (size_t)full) != 0)
+        return false;
+    if (rest == 0)
+        return true;
+    uint8_t mask = (uint8_t)(0xffu << (8 - rest));
+    return (c->addr[full] & mask) == (addr[full] & mask);
+}
+
+/* Text that is an address rather than a name: any ':' before the last one
+ * (IPv6), or only digits and dots before an optional port. Such text is
+ * judged as a CIDR, so "10.0.0.1" gets the CIDR message. */
+static bool looks_like_address(const char *v)
+{
+    const char *colon = strchr(v, ':');
+    if (colon && strchr(colon + 1, ':'))
+        return true;
+    size_t n = colon ? (size_t)(colon - v) : strlen(v);
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!(v[i] >= '0' && v[i] <= '9') && v[i] != '.')
+            return false;
+    return true;
+}
+
+int session_host_parse(const char *text, struct session_host *ret, const char **why)
+{
+    const char *w = "invalid host name";
+    const char *name = text;
+    bool wildcard = false;
+    if (strncmp(name, "*.", 2) == 0) {
+        wildcard = true;
+        name += 2;
+    }
+    const char *colon = strchr(name, ':');
+    size_t n = colon ? (size_t)(colon - name) : strlen(name);
+    int64_t port = 0;
+    if (colon) {
+        const char *p = colon + 1;
+        if (!*p || strlen(p) > 5 || p[0] == '0' || num_parse_range(p, 1, 65535, &port) != 0 ||
+            strspn(p, "0123456789") != strlen(p)) {
+            w = "the port must be a number from 1 to 65535";
+            goto bad;
+        }
+    }
+    if (n == 0) {
+        w = "the host name is empty";
+        goto bad;
+    }
+    if (n > SESSION_MAX_HOST_NAME) {
+        w = "a host name has at most 253 characters";
+        goto bad;
+    }
+    if (memchr(name, '*', n)) {
+        w = "a wildcard is only allowed as the whole first label, as in *.example.com";
+        goto bad;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (name[i] >= 'A' && name[i] <= 'Z') {
+            w = "host names are written in lower case";
+            goto bad;
+        }
+    size_t labels = 0;
+    const char *last = name;
+    for (const char *p = name; p < name + n;) {
+        const char *dot = memchr(p, '.', (size_t)(name + n - p));
+        size_t len = dot ? (size_t)(dot - p) : (size_t)(name + n - p);
+        if (!dns_label_n(p, len)) {
+            w = "each label must be 1 to 63 characters of a-z, 0-9 and '-', not starting or "
+                "ending with '-'";
+            goto bad;
+        }
+        labels++;
+        last = p;
+        if (!dot)
+            break;
+        p = dot + 1;
+        if (p == name + n) { /* trailing dot */
+            w = "each label must be 1 to 63 characters of a-z, 0-9 and '-', not starting or "
+                "ending with '-'";
+            goto bad;
+        }
+    }
+    if (labels < 2) {
+        w = "a host name needs at least two labels, as in pypi.org";
+        goto bad;
+    }
+    if (!(last[0] >= 'a' && last[0] <= 'z')) {
+        w = "the last label must start with a letter";
+        goto bad;
+    }
+    *ret = (struct session_host){
+        .name = xstrndup(name, n),
+        .wildcard = wildcard,
+        .port = (int)port,
+    };
+    return 0;
+bad:
+    if (why)
+        *why = w;
+    return -EINVAL;
+}
+
+bool session_host_match(const struct session_host *h, const char *name, int port)
+{
+    if (h->port ? port != h->port : (port != 80 && port != 443))
+        return false;
+    size_t n = strlen(name), hn = strlen(h->name);
+    if (!h->wildcard)
+        return n == hn && memcmp(name, h->name, n) == 0;
+    return n > hn + 1 && name[n - hn - 1] == '.' && memcmp(name + n - hn, h->name, hn) == 0;
+}
+
 bool session_spec_requires_approval(const struct session_spec *s, unsigned tool,
                                     const char *subject)
 {
@@ -501,24 +619,47 @@ static int parse_permissions(const cJSON *spec, struct session_spec *s, struct t
             return err_set(err, TERN_EINVALID, "%s.writablePaths[%zu]: %s", path, i, why);
     }
 
-    /* networkAllowlist */
+    /* networkAllowlist: CIDRs and host names */
     a = NULL;
     if ((r = get_array(p, path, "networkAllowlist", SESSION_MAX_NETWORK, &a, err)))
         return r;
     if (a) {
         size_t n = (size_t)cJSON_GetArraySize(a), i = 0;
         s->permissions.network = xcalloc(n ? n : 1, sizeof *s->permissions.network);
+        s->permissions.hosts = xcalloc(n ? n : 1, sizeof *s->permissions.hosts);
         for (const cJSON *it = a->child; it; it = it->next, i++) {
-            struct session_cidr c;
-            if (!cJSON_IsString(it) || strlen(it->valuestring) > 43 ||
-                session_cidr_parse(it->valuestring, &c) != 0)
+            const char *v = cJSON_IsString(it) ? it->valuestring : NULL;
+            if (!v || strlen(v) > SESSION_MAX_ALLOW_ITEM)
                 return err_set(err, TERN_EINVALID,
                                "%s.networkAllowlist[%zu]: must be a CIDR such as 10.0.0.0/8 or "
-                               "fd00::/8",
-                               path, i);
-            c.text = xstrdup(it->valuestring);
-            s->permissions.network[i] = c;
-            s->permissions.nnetwork = i + 1;
+                               "fd00::/8, or a host name such as pypi.org, "
+                               "*.githubusercontent.com or example.com:8443 (at most %d "
+                               "characters)",
+                               path, i, SESSION_MAX_ALLOW_ITEM);
+            struct session_cidr c;
+            struct session_host h;
+            const char *why = NULL;
+            if (strchr(v, '/') || looks_like_address(v)) {
+                if (strlen(v) > 43 || session_cidr_parse(v, &c) != 0)
+                    return err_set(err, TERN_EINVALID,
+                                   "%s.networkAllowlist[%zu]: must be a CIDR such as 10.0.0.0/8 "
+                                   "or fd00::/8%s",
+                                   path, i,
+                                   strchr(v, '/') ? ""
+                                                  : " (an address needs its prefix length: "
+                                                    "/32 or /128 for one address)");
+                c.text = xstrdup(v);
+                s->permissions.network[s->permissions.nnetwork++] = c;
+            } else if (session_host_parse(v, &h, &why) == 0) {
+                h.text = xstrdup(v);
+                s->permissions.hosts[s->permissions.nhosts++] = h;
+            } else {
+                return err_set(err, TERN_EINVALID,
+                               "%s.networkAllowlist[%zu]: must be a CIDR such as 10.0.0.0/8 or a "
+                               "host name such as pypi.org, *.githubusercontent.com or "
+                               "example.com:8443: %s",
+                               path, i, why);
+            }
         }
     }
     return 0;
@@ -827,6 +968,11 @@ void session_spec_free(struct session_spec *s)
     for (size_t i = 0; i < s->permissions.nnetwork; i++)
         free(s->permissions.network[i].text);
     free(s->permissions.network);
+    for (size_t i = 0; i < s->permissions.nhosts; i++) {
+        free(s->permissions.hosts[i].name);
+        free(s->permissions.hosts[i].text);
+    }
+    free(s->permissions.hosts);
     free(s->model.name);
     free(s->model.base_url);
     free(s->model.api_key_secret);

@@ -91,6 +91,18 @@ struct session_cidr {
     char *text;       /* as written */
 };
 
+/* A host entry of networkAllowlist: "pypi.org", "*.githubusercontent.com",
+ * "example.com:8443". Names are lower case, at least two labels, the last
+ * starting with a letter (so no IP address is ever taken for a name). */
+struct session_host {
+    char *name;    /* without "*." and port, e.g. "githubusercontent.com" */
+    bool wildcard; /* "*.name": any name ending in ".name" (any depth), not name itself */
+    int port;      /* 1..65535, or 0: ports 80 and 443 */
+    char *text;    /* as written */
+};
+#define SESSION_MAX_HOST_NAME  253 /* a host name without "*." and port */
+#define SESSION_MAX_ALLOW_ITEM 261 /* "*." + 253 + ":65535" */
+
 struct session_spec {
     /* metadata (NULL when absent) */
     char *name;
@@ -120,8 +132,10 @@ struct session_spec {
         size_t napprovals;
         char **writable; /* workspace-relative globs */
         size_t nwritable;
-        struct session_cidr *network;
+        struct session_cidr *network; /* the CIDR entries of networkAllowlist */
         size_t nnetwork;
+        struct session_host *hosts;   /* its host entries, in order */
+        size_t nhosts;
     } permissions;
 
     struct {
@@ -191,5 +205,17 @@ bool session_spec_path_writable(const struct session_spec *s, const char *path);
 /* Parses "a.b.c.d/n" or an IPv6 "x::y/n". Returns 0 and *ret (ret->text is
  * left NULL) or -EINVAL. */
 int session_cidr_parse(const char *text, struct session_cidr *ret);
+
+/* Parses a host entry ("pypi.org", "*.example.com", "example.com:8443").
+ * Returns 0 and *ret (ret->name newly allocated, ret->text left NULL), or
+ * -EINVAL with *why (static) saying what is wrong. */
+int session_host_parse(const char *text, struct session_host *ret, const char **why);
+
+/* Whether host entry h admits a connection to name:port (name lower case,
+ * without a trailing dot). Pure. */
+bool session_host_match(const struct session_host *h, const char *name, int port);
+
+/* Whether address addr (4 or 16 bytes, family AF_INET/AF_INET6) lies in c. */
+bool session_cidr_contains(const struct session_cidr *c, int family, const uint8_t *addr);
 
 #endif

@@ -296,6 +296,19 @@ int main(int argc, char **argv)
     int64_t bov;
     if (bo && num_parse_range(bo, 0, 600, &bov) == 0)
         dw.job_backoff_s = bov == 0 ? -1 : (int)bov;
+    /* NetworkPolicy egress (docs/tern-dev-kubelet.md): pods whose egress is
+     * restricted get a network namespace on TERN_DEV_POD_NETWORK (a /16,
+     * default 10.213.0.0/16), which needs root;
+     * TERN_DEV_NETWORK_POLICY=unenforced runs them in the host's namespace
+     * with their egress unrestricted instead */
+    const char *pn = getenv("TERN_DEV_POD_NETWORK");
+    dw.pod_network = pn && *pn ? pn : NULL;
+    const char *npe = getenv("TERN_DEV_NETWORK_POLICY");
+    if (npe && *npe && strcmp(npe, "unenforced") != 0 && strcmp(npe, "enforced") != 0) {
+        tlog_error("TERN_DEV_NETWORK_POLICY must be enforced or unenforced", "value", npe);
+        goto out;
+    }
+    dw.netpol_unenforced = npe && strcmp(npe, "unenforced") == 0;
     /* they run unless TERN_DEV_KUBELET=0 (an API server alone, for tests
      * of the API); with them, deletions follow the lifecycle rules that need
      * a garbage collector and namespace controller, and pods/log is served */

@@ -61,7 +61,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: tern-node --kubeconfig FILE [--dir DIR] [--node-name NAME]\n"
                     "                 [--listen HOST:PORT] --tls-cert F --tls-key F --client-ca F\n"
-                    "                 [--bin-dir DIR]\n");
+                    "                 [--bin-dir DIR] [--pod-network CIDR/16]\n"
+                    "                 [--network-policy enforced|unenforced]\n");
 }
 
 int main(int argc, char **argv)
@@ -69,7 +70,7 @@ int main(int argc, char **argv)
     tlog_init("tern-node", TLOG_INFO);
     const char *kubeconfig = NULL, *dir = ".tern-node", *node = "tern-node";
     const char *listen = "127.0.0.1:10250", *cert = NULL, *key = NULL, *client_ca = NULL;
-    const char *bin_dir = NULL;
+    const char *bin_dir = NULL, *pod_network = NULL, *netpol = "enforced";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = strcmp(a, "--kubeconfig") == 0  ? &kubeconfig
@@ -80,6 +81,8 @@ int main(int argc, char **argv)
                            : strcmp(a, "--tls-key") == 0   ? &key
                            : strcmp(a, "--client-ca") == 0 ? &client_ca
                            : strcmp(a, "--bin-dir") == 0   ? &bin_dir
+                           : strcmp(a, "--pod-network") == 0 ? &pod_network
+                           : strcmp(a, "--network-policy") == 0 ? &netpol
                                                            : NULL;
         if (!dst || i + 1 >= argc) {
             usage();
@@ -87,7 +90,8 @@ int main(int argc, char **argv)
         }
         *dst = argv[++i];
     }
-    if (!kubeconfig || !cert || !key || !client_ca || !*node) {
+    if (!kubeconfig || !cert || !key || !client_ca || !*node ||
+        (strcmp(netpol, "enforced") != 0 && strcmp(netpol, "unenforced") != 0)) {
         usage();
         return 2;
     }
@@ -120,6 +124,8 @@ int main(int argc, char **argv)
                                .key_file = key,
                                .client_ca_file = client_ca,
                                .bin_dir = bin_dir,
+                               .pod_network = pod_network,
+                               .netpol_unenforced = strcmp(netpol, "unenforced") == 0,
                                .on_error = log_error};
     struct tern_err err = {0};
     if (nodewire_start(&cfg, &w, &err)) {

@@ -103,6 +103,24 @@ int apievent_to_core(cJSON *obj)
     return convert(obj, 0, 1, "v1");
 }
 
+void apievent_fill_zero(cJSON *obj, int core)
+{
+    if (!cJSON_IsObject(obj))
+        return;
+    const char *nulls_v1[] = {"eventTime", "deprecatedFirstTimestamp", "deprecatedLastTimestamp"};
+    const char *nulls_core[] = {"eventTime", "firstTimestamp", "lastTimestamp"};
+    const char *const *nulls = core ? nulls_core : nulls_v1;
+    for (size_t i = 0; i < 3; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(obj, nulls[i]))
+            cJSON_AddNullToObject(obj, nulls[i]);
+    const char *objs_v1[] = {"regarding", "deprecatedSource"};
+    const char *objs_core[] = {"involvedObject", "source"};
+    const char *const *objs = core ? objs_core : objs_v1;
+    for (size_t i = 0; i < 2; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(obj, objs[i]))
+            cJSON_AddObjectToObject(obj, objs[i]);
+}
+
 const char *apievent_field_to_core(const char *v1_field)
 {
     for (size_t i = 0; v1_field && i < NLABELS; i++)

@@ -39,6 +39,12 @@ int apievent_to_v1(cJSON *obj);
  * object (then it is unchanged). */
 int apievent_to_core(cJSON *obj);
 
+/* The fields kube-apiserver always serializes, added where absent: its Go
+ * structs marshal a zero metav1.Time or MicroTime as null and a zero
+ * struct as {} (omitempty omits neither). core (1: core/v1 shape, 0:
+ * events.k8s.io/v1). For answers only; nothing stored changes. */
+void apievent_fill_zero(cJSON *obj, int core);
+
 /* The core field-selector label for an events.k8s.io/v1 one ("regarding.name"
  * -> "involvedObject.name", "reportingController" -> "reportingComponent",
  * "reason", "type", "metadata.name", "metadata.namespace" unchanged), or NULL

@@ -172,17 +172,70 @@ cJSON *apirest__status_from_store(int rc, const struct apires *res, const char *
 
 /* ---- representations ----------------------------------------------------- */
 
+/* What kube-apiserver's Go structs always marshal, where absent: a zero
+ * metav1.Time is null and a zero struct is {} (omitempty omits neither).
+ * Pods: each status condition's lastProbeTime and lastTransitionTime.
+ * Nodes: spec {}, status.daemonEndpoints.kubeletEndpoint.Port 0 and every
+ * string of status.nodeInfo. For answers only. */
+static void fill_zero(const char *kind, cJSON *obj)
+{
+    if (strcmp(kind, "Pod") == 0) {
+        cJSON *conds = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(obj, "status"), "conditions");
+        for (cJSON *c = cJSON_IsArray(conds) ? conds->child : NULL; c; c = c->next) {
+            if (!cJSON_IsObject(c))
+                continue;
+            if (!cJSON_GetObjectItemCaseSensitive(c, "lastProbeTime"))
+                cJSON_AddNullToObject(c, "lastProbeTime");
+            if (!cJSON_GetObjectItemCaseSensitive(c, "lastTransitionTime"))
+                cJSON_AddNullToObject(c, "lastTransitionTime");
+        }
+    } else if (strcmp(kind, "Node") == 0) {
+        apirest__ensure_obj(obj, "spec");
+        cJSON *st = apirest__ensure_obj(obj, "status");
+        cJSON *ke = apirest__ensure_obj(apirest__ensure_obj(st, "daemonEndpoints"),
+                                        "kubeletEndpoint");
+        if (!cJSON_GetObjectItemCaseSensitive(ke, "Port"))
+            cJSON_AddNumberToObject(ke, "Port", 0);
+        cJSON *ni = apirest__ensure_obj(st, "nodeInfo");
+        static const char *const f[] = {"machineID",       "systemUUID",     "bootID",
+                                        "kernelVersion",   "osImage",
+                                        "containerRuntimeVersion", "kubeletVersion",
+                                        "kubeProxyVersion", "operatingSystem", "architecture"};
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+            if (!cJSON_GetObjectItemCaseSensitive(ni, f[i]))
+                cJSON_AddStringToObject(ni, f[i], "");
+    }
+}
+
 /* The object as the client asked for it: with the served apiVersion (an
  * events.k8s.io Event converted from the stored core shape). */
 void apirest__to_served_version(const struct apires *res, cJSON *obj)
 {
-    if (res->core_event)
+    if (res->core_event) {
         apievent_to_v1(obj);
+        apievent_fill_zero(obj, 0);
+    } else if (!res->crd && strcmp(res->kind, "Event") == 0) {
+        apievent_fill_zero(obj, 1);
+    } else if (!res->crd) {
+        fill_zero(res->kind, obj);
+    }
     if (!res->crd)
         return;
     char *av = apires_api_version(res);
     apirest__set_str(obj, "apiVersion", av);
     free(av);
+}
+
+/* An item of a list as kube-apiserver serializes it: the items of a typed
+ * (built-in) list carry no kind and apiVersion (the list's say them);
+ * custom resources' items, unstructured, keep theirs. */
+void apirest__list_item(const struct apires *res, cJSON *obj)
+{
+    if (res->crd || !cJSON_IsObject(obj))
+        return;
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, "kind");
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, "apiVersion");
 }
 
 /* The object as it is stored (an events.k8s.io Event as a core one). */

@@ -225,7 +225,8 @@ static void handle_update(struct rq *q, enum mut_kind k, const cJSON *body, cons
                     struct apistatus_fields f = {0};
                     apistatus_fields_addv(&f, APISTATUS_F_INVALID, "metadata.resourceVersion",
                                           "0x0", "must be specified for an update");
-                    st = apistatus_invalid(q->res->group, q->res->kind, q->name, &f);
+                    /* kube-apiserver names the resource here, not the kind */
+                    st = apistatus_invalid(q->res->group, q->res->plural, q->name, &f);
                     apistatus_fields_done(&f);
                     cJSON_Delete(cur);
                     cJSON_Delete(obj);

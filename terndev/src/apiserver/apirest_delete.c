@@ -60,6 +60,28 @@ static void delete_namespace_content(struct rq *q, const char *ns)
     }
 }
 
+/* Whether kube-apiserver answers a DELETE that removed the object at once
+ * with the object (its storage sets ReturnDeletedObject) or with a Status
+ * {status: Success, details: {name, group, kind: <resource>, uid}}
+ * (genericregistry.Store.finalizeDelete). A deletion that only marks the
+ * object (graceful, finalizers) answers the object in every case. CRDs are
+ * answered with the object too: kube-apiserver holds them on a finalizer
+ * (customresourcecleanup) while tern-dev removes them at once. */
+static bool returns_deleted_object(const struct apires *res)
+{
+    static const char *const kinds[] = {
+        "Pod",          "Namespace",  "PersistentVolume", "PersistentVolumeClaim",
+        "ServiceAccount", "Service",  "ResourceQuota",    "PodTemplate",
+        "StorageClass", "CSIDriver",  "CSINode",          "VolumeAttachment",
+        "VolumeAttributesClass", "CustomResourceDefinition"};
+    if (res->crd)
+        return false;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(res->kind, kinds[i]) == 0)
+            return true;
+    return false;
+}
+
 void apirest__delete_and_reply(struct rq *q, const char *key, cJSON *obj, int64_t rev,
                                bool as_object)
 {
@@ -88,7 +110,7 @@ void apirest__delete_and_reply(struct rq *q, const char *key, cJSON *obj, int64_
     }
     if (!q->dry_run)
         apirest__after_write(q, drev);
-    if (q->res->crd && !as_object) {
+    if (!as_object && !returns_deleted_object(q->res)) {
         cJSON *s = apistatus_success(q->res->group, q->res->plural, q->name,
                                      apirest__jstr(json_get(obj, "metadata"), "uid"));
         cJSON_Delete(obj);
@@ -246,7 +268,11 @@ void apirest__handle_delete(struct rq *q)
                 apitable_format_time(time(NULL) + grace, now, sizeof(now));
                 apirest__set_str(m2, "deletionTimestamp", now);
                 cJSON_DeleteItemFromObjectCaseSensitive(m2, "deletionGracePeriodSeconds");
-                json_add_int64(m2, "deletionGracePeriodSeconds", grace);
+                /* a namespace without metadata.finalizers is only marked
+                 * (kube-apiserver's namespace storage sets the timestamp
+                 * alone); everything else as markAsDeleting does */
+                if (!(ns_terminating && finalizers_empty(cur)))
+                    json_add_int64(m2, "deletionGracePeriodSeconds", grace);
                 int64_t g = 0;
                 const cJSON *gv = json_get(m2, "generation");
                 if (gv && json_item_int64(gv, &g) == 0) {
@@ -284,6 +310,23 @@ void apirest__handle_delete(struct rq *q)
             apirest__after_write(q, nrev);
             apirest__respond_object(q, 200, cur);
             goto done;
+        }
+        if (is_pod && !deleting) {
+            /* a pod deleted at once is still deleted "gracefully" with a
+             * period of 0 (rest.BeforeDelete): the object returned carries
+             * the deletion timestamp, grace 0 and the generation bump */
+            cJSON *m4 = apirest__ensure_obj(cur, "metadata");
+            char now4[32];
+            apirest__now_str(now4);
+            apirest__set_str(m4, "deletionTimestamp", now4);
+            cJSON_DeleteItemFromObjectCaseSensitive(m4, "deletionGracePeriodSeconds");
+            json_add_int64(m4, "deletionGracePeriodSeconds", 0);
+            int64_t g4 = 0;
+            const cJSON *gv4 = json_get(m4, "generation");
+            if (gv4 && json_item_int64(gv4, &g4) == 0 && g4 > 0) {
+                cJSON_DeleteItemFromObjectCaseSensitive(m4, "generation");
+                json_add_int64(m4, "generation", g4 + 1);
+            }
         }
         if (!q->dry_run) {
             /* a delete must hit the version we read (to return it) */
@@ -351,6 +394,7 @@ void apirest__handle_delete_collection(struct rq *q)
             apistore_delete(&q->s->store, key, apirest__rv_of(l.objs[i]), &rev, NULL) == 0) {
             last = rev;
             apirest__to_served_version(q->res, l.objs[i]);
+            apirest__list_item(q->res, l.objs[i]);
             cJSON_AddItemToArray(items, l.objs[i]);
             l.objs[i] = NULL;
         } else if (!finalizers_empty(l.objs[i]) && !q->dry_run &&
@@ -374,6 +418,7 @@ void apirest__handle_delete_collection(struct rq *q)
                 apirest__set_str(md2, "resourceVersion", num_fmt_i64(rev, b));
                 last = rev;
                 apirest__to_served_version(q->res, l.objs[i]);
+                apirest__list_item(q->res, l.objs[i]);
                 cJSON_AddItemToArray(items, l.objs[i]);
                 l.objs[i] = NULL;
             }

@@ -124,6 +124,8 @@ char *apirest__obj_key(struct rq *q);
 /* Gives obj the served apiVersion (an events.k8s.io Event converted from
  * the stored core shape). */
 void apirest__to_served_version(const struct apires *res, cJSON *obj);
+void apirest__list_item(const struct apires *res, cJSON *obj);
+void apirest__omit_empty(const struct apires *res, cJSON *obj);
 /* Gives obj its stored shape (an events.k8s.io Event as a core one). */
 void apirest__to_storage_version(const struct apires *res, cJSON *obj);
 /* A PartialObjectMetadata of obj (borrowed). Caller owns it. */

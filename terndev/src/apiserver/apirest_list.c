@@ -231,14 +231,17 @@ void apirest__handle_list(struct rq *q)
         cJSON_AddStringToObject(out, "apiVersion", partial ? "meta.k8s.io/v1" : av);
         free(av);
         cJSON *md = cJSON_AddObjectToObject(out, "metadata");
+        /* kube-apiserver: a custom resource list (unstructured) always
+         * has continue, "" on the last page; a typed list omits it then */
+        if (cont || q->res->crd)
+            cJSON_AddStringToObject(md, "continue", cont ? cont : "");
         cJSON_AddStringToObject(md, "resourceVersion", rvb);
-        if (cont)
-            cJSON_AddStringToObject(md, "continue", cont);
         cJSON *items = cJSON_AddArrayToObject(out, "items");
         for (size_t i = 0; i < l.n; i++) {
             if (partial) {
                 cJSON_AddItemToArray(items, apirest__partial_of(l.objs[i]));
             } else {
+                apirest__list_item(q->res, l.objs[i]);
                 cJSON_AddItemToArray(items, l.objs[i]);
                 l.objs[i] = NULL;
             }

@@ -179,7 +179,10 @@ static bool differs_outside(const cJSON *a, const cJSON *b, bool skip_status)
 
 static bool uses_generation(const struct apires *res)
 {
+    /* pods too since 1.33 (PodObservedGenerationTracking): 1 on create,
+     * +1 when the spec changes or graceful deletion starts */
     return res->crd || strcmp(res->kind, "Job") == 0 || strcmp(res->kind, "Deployment") == 0 ||
+           strcmp(res->kind, "Pod") == 0 ||
            strcmp(res->kind, "CustomResourceDefinition") == 0 ||
            strcmp(res->kind, "NetworkPolicy") == 0;
 }
@@ -305,6 +308,7 @@ cJSON *apirest__prepare_create(struct rq *q, cJSON *obj, const char *dup)
         apicrd_prepare(obj, NULL, now, &f);
     }
     if (!st) {
+        apirest__omit_empty(q->res, obj);
         apirest__validate_meta(q->res, obj, &f);
         apirest__validate_builtin(q->res, obj, NULL, NULL, &f);
     }
@@ -424,6 +428,7 @@ cJSON *apirest__prepare_update(struct rq *q, const cJSON *cur, cJSON **objp, con
         json_add_int64(md, "generation", g + 1);
     }
     if (!st) {
+        apirest__omit_empty(q->res, obj);
         apirest__validate_meta(q->res, obj, &f);
         apirest__validate_builtin(q->res, obj, cur, q->sub, &f);
     }

@@ -303,7 +303,9 @@ static void handle_whoami(struct rq *q)
     cJSON *out = cJSON_CreateObject();
     cJSON_AddStringToObject(out, "kind", q->res->kind);
     cJSON_AddStringToObject(out, "apiVersion", "authentication.k8s.io/v1");
-    cJSON_AddNullToObject(cJSON_AddObjectToObject(out, "metadata"), "creationTimestamp");
+    char now[32];
+    apirest__now_str(now); /* kube-apiserver stamps the review it answers */
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(out, "metadata"), "creationTimestamp", now);
     cJSON *ui = cJSON_AddObjectToObject(cJSON_AddObjectToObject(out, "status"), "userInfo");
     cJSON_AddStringToObject(ui, "username", u->name);
     cJSON *groups = cJSON_AddArrayToObject(ui, "groups");
@@ -360,7 +362,7 @@ void apirest__handle_review(struct rq *q)
     cJSON *out = cJSON_CreateObject();
     cJSON_AddStringToObject(out, "kind", q->res->kind);
     cJSON_AddStringToObject(out, "apiVersion", "authorization.k8s.io/v1");
-    cJSON_AddNullToObject(cJSON_AddObjectToObject(out, "metadata"), "creationTimestamp");
+    cJSON_AddObjectToObject(out, "metadata"); /* no creationTimestamp, as kube-apiserver */
     cJSON_AddItemToObject(out, "spec", json_dup(spec));
     cJSON *status = cJSON_AddObjectToObject(out, "status");
     cJSON_AddBoolToObject(status, "allowed", allowed);

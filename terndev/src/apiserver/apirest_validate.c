@@ -309,10 +309,58 @@ void apirest__validate_builtin(const struct apires *res, const cJSON *obj, const
 
 /* ---- built-in defaulting ------------------------------------------------- */
 
+/* SetDefaults_ObjectFieldSelector: fieldRef.apiVersion "v1" */
+static void default_field_ref(cJSON *ref)
+{
+    if (cJSON_IsObject(ref) && !json_get(ref, "apiVersion"))
+        cJSON_AddStringToObject(ref, "apiVersion", "v1");
+}
+
+static void default_downward_items(cJSON *src)
+{
+    cJSON *items = cJSON_GetObjectItemCaseSensitive(src, "items");
+    for (cJSON *it = cJSON_IsArray(items) ? items->child : NULL; it; it = it->next)
+        default_field_ref(cJSON_GetObjectItemCaseSensitive(it, "fieldRef"));
+}
+
+/* SetDefaults_Probe and SetDefaults_HTTPGetAction */
+static void default_probe(cJSON *p)
+{
+    if (!cJSON_IsObject(p))
+        return;
+    static const char *const k[] = {"timeoutSeconds", "periodSeconds", "successThreshold",
+                                    "failureThreshold"};
+    static const int64_t v[] = {1, 10, 1, 3};
+    for (size_t i = 0; i < 4; i++) {
+        int64_t x = 0;
+        const cJSON *c = json_get(p, k[i]);
+        if (!c || (json_item_int64(c, &x) == 0 && x == 0)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(p, k[i]);
+            json_add_int64(p, k[i], v[i]);
+        }
+    }
+    cJSON *h = cJSON_GetObjectItemCaseSensitive(p, "httpGet");
+    if (cJSON_IsObject(h)) {
+        const char *path = apirest__jstr(h, "path"), *scheme = apirest__jstr(h, "scheme");
+        if (!path || !*path)
+            apirest__set_str(h, "path", "/");
+        if (!scheme || !*scheme)
+            apirest__set_str(h, "scheme", "HTTP");
+    }
+}
+
 static void default_container(cJSON *c)
 {
     if (!cJSON_IsObject(c))
         return;
+    static const char *const probes[] = {"livenessProbe", "readinessProbe", "startupProbe"};
+    for (size_t i = 0; i < 3; i++)
+        default_probe(cJSON_GetObjectItemCaseSensitive(c, probes[i]));
+    cJSON *env = cJSON_GetObjectItemCaseSensitive(c, "env");
+    for (cJSON *v = cJSON_IsArray(env) ? env->child : NULL; v; v = v->next)
+        default_field_ref(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(v, "valueFrom"),
+                                             "fieldRef"));
     if (!json_get(c, "terminationMessagePath"))
         cJSON_AddStringToObject(c, "terminationMessagePath", "/dev/termination-log");
     if (!json_get(c, "terminationMessagePolicy"))
@@ -344,11 +392,127 @@ static void default_pod_spec(cJSON *spec)
         cJSON_AddObjectToObject(spec, "securityContext");
     if (!json_get(spec, "schedulerName"))
         cJSON_AddStringToObject(spec, "schedulerName", "default-scheduler");
+    /* the v1 conversion mirrors serviceAccountName into the deprecated
+     * serviceAccount (and takes the old field when only it is set) */
+    const char *san = apirest__jstr(spec, "serviceAccountName");
+    const char *sa = apirest__jstr(spec, "serviceAccount");
+    if ((!san || !*san) && sa && *sa) {
+        char *v = xstrdup(sa);
+        apirest__set_str(spec, "serviceAccountName", v);
+        free(v);
+    } else if (san && *san) {
+        char *v = xstrdup(san);
+        apirest__set_str(spec, "serviceAccount", v);
+        free(v);
+    }
     const char *lists[] = {"containers", "initContainers"};
     for (size_t i = 0; i < 2; i++) {
         cJSON *cs = cJSON_GetObjectItemCaseSensitive(spec, lists[i]);
         for (cJSON *c = cJSON_IsArray(cs) ? cs->child : NULL; c; c = c->next)
             default_container(c);
+    }
+    /* volume sources: defaultMode 0644 (420) for secret, configMap,
+     * downwardAPI and projected; hostPath type "" */
+    cJSON *vols = cJSON_GetObjectItemCaseSensitive(spec, "volumes");
+    for (cJSON *v = cJSON_IsArray(vols) ? vols->child : NULL; v; v = v->next) {
+        static const char *const moded[] = {"secret", "configMap", "downwardAPI", "projected"};
+        for (size_t i = 0; i < 4; i++) {
+            cJSON *src = cJSON_GetObjectItemCaseSensitive(v, moded[i]);
+            if (cJSON_IsObject(src) && !json_get(src, "defaultMode"))
+                json_add_int64(src, "defaultMode", 420);
+        }
+        default_downward_items(cJSON_GetObjectItemCaseSensitive(v, "downwardAPI"));
+        cJSON *srcs = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(v, "projected"), "sources");
+        for (cJSON *s = cJSON_IsArray(srcs) ? srcs->child : NULL; s; s = s->next)
+            default_downward_items(cJSON_GetObjectItemCaseSensitive(s, "downwardAPI"));
+        cJSON *hp = cJSON_GetObjectItemCaseSensitive(v, "hostPath");
+        if (cJSON_IsObject(hp) && !json_get(hp, "type"))
+            cJSON_AddStringToObject(hp, "type", "");
+    }
+}
+
+/* requests default to limits, per resource (SetDefaults_Pod; not for
+ * templates) */
+static void default_requests_from_limits(cJSON *cs)
+{
+    for (cJSON *c = cJSON_IsArray(cs) ? cs->child : NULL; c; c = c->next) {
+        cJSON *res = cJSON_GetObjectItemCaseSensitive(c, "resources");
+        const cJSON *lim = json_get(res, "limits");
+        if (!cJSON_IsObject(lim) || !lim->child)
+            continue;
+        cJSON *req = cJSON_GetObjectItemCaseSensitive(res, "requests");
+        if (!cJSON_IsObject(req)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(res, "requests");
+            req = cJSON_AddObjectToObject(res, "requests");
+        }
+        for (const cJSON *l = lim->child; l; l = l->next)
+            if (!cJSON_GetObjectItemCaseSensitive(req, l->string))
+                cJSON_AddItemToObject(req, l->string, json_dup(l));
+    }
+}
+
+/* Whether a toleration already tolerates the NoExecute taint key. */
+static bool tolerates(const cJSON *tols, const char *key)
+{
+    for (const cJSON *t = cJSON_IsArray(tols) ? tols->child : NULL; t; t = t->next) {
+        const char *k = apirest__jstr(t, "key"), *e = apirest__jstr(t, "effect");
+        const char *op = apirest__jstr(t, "operator");
+        bool key_ok = (k && strcmp(k, key) == 0) || ((!k || !*k) && op && strcmp(op, "Exists") == 0);
+        if (key_ok && (!e || !*e || strcmp(e, "NoExecute") == 0))
+            return true;
+    }
+    return false;
+}
+
+/* What kube-apiserver's defaulting and default admission plugins add to a
+ * pod on create (pkg/apis/core/v1/defaults.go SetDefaults_Pod; the
+ * ServiceAccount, Priority and DefaultTolerationSeconds plugins): requests
+ * from limits, enableServiceLinks true, serviceAccountName "default" (and
+ * the deprecated serviceAccount mirroring it), priority 0 with
+ * preemptionPolicy PreemptLowerPriority (no PriorityClass named; tern-dev
+ * has none), and tolerations of the not-ready and unreachable NoExecute
+ * taints for 300 s. Not added: the kube-api-access-* projected volume (the
+ * kubelet mounts the token itself; docs/tern-dev.md, "Differences from
+ * kube-apiserver"). */
+static void default_pod_admission(cJSON *spec)
+{
+    if (!cJSON_IsObject(spec))
+        return;
+    default_requests_from_limits(cJSON_GetObjectItemCaseSensitive(spec, "containers"));
+    default_requests_from_limits(cJSON_GetObjectItemCaseSensitive(spec, "initContainers"));
+    if (!json_get(spec, "enableServiceLinks"))
+        cJSON_AddTrueToObject(spec, "enableServiceLinks");
+    const char *sa = apirest__jstr(spec, "serviceAccountName");
+    if (!sa || !*sa)
+        sa = apirest__jstr(spec, "serviceAccount"); /* the deprecated field, as conversion */
+    char *san = xstrdup(sa && *sa ? sa : "default");
+    apirest__set_str(spec, "serviceAccountName", san);
+    apirest__set_str(spec, "serviceAccount", san);
+    free(san);
+    const char *pc = apirest__jstr(spec, "priorityClassName");
+    if (!pc || !*pc) {
+        if (!json_get(spec, "priority"))
+            json_add_int64(spec, "priority", 0);
+        if (!json_get(spec, "preemptionPolicy"))
+            cJSON_AddStringToObject(spec, "preemptionPolicy", "PreemptLowerPriority");
+    }
+    static const char *const taints[] = {"node.kubernetes.io/not-ready",
+                                         "node.kubernetes.io/unreachable"};
+    for (size_t i = 0; i < 2; i++) {
+        cJSON *tols = cJSON_GetObjectItemCaseSensitive(spec, "tolerations");
+        if (tolerates(tols, taints[i]))
+            continue;
+        if (!cJSON_IsArray(tols)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(spec, "tolerations");
+            tols = cJSON_AddArrayToObject(spec, "tolerations");
+        }
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "key", taints[i]);
+        cJSON_AddStringToObject(t, "operator", "Exists");
+        cJSON_AddStringToObject(t, "effect", "NoExecute");
+        json_add_int64(t, "tolerationSeconds", 300);
+        cJSON_AddItemToArray(tols, t);
     }
 }
 
@@ -356,8 +520,17 @@ static void default_pod_spec(cJSON *spec)
 void apirest__default_builtin(const struct apires *res, cJSON *obj, const char *uid)
 {
     const char *k = res->kind;
+    /* a template's "creationTimestamp": null (kubectl sends it) is not kept:
+     * kube-apiserver omits a zero time there */
+    cJSON *tmpl_md = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "spec"),
+                                         "template"),
+        "metadata");
+    if (cJSON_IsNull(json_get(tmpl_md, "creationTimestamp")))
+        cJSON_DeleteItemFromObjectCaseSensitive(tmpl_md, "creationTimestamp");
     if (strcmp(k, "Pod") == 0) {
         default_pod_spec(cJSON_GetObjectItemCaseSensitive(obj, "spec"));
+        default_pod_admission(cJSON_GetObjectItemCaseSensitive(obj, "spec"));
     } else if (strcmp(k, "Secret") == 0) {
         if (!json_get(obj, "type"))
             cJSON_AddStringToObject(obj, "type", "Opaque");
@@ -396,11 +569,25 @@ void apirest__default_builtin(const struct apires *res, cJSON *obj, const char *
             apirest__set_item(spec, "selector", sel);
             cJSON *tmd = apirest__ensure_obj(apirest__ensure_obj(spec, "template"), "metadata");
             cJSON *tl = apirest__ensure_obj(tmd, "labels");
-            apirest__set_str(tl, "batch.kubernetes.io/controller-uid", uid);
-            apirest__set_str(tl, "batch.kubernetes.io/job-name", name ? name : "");
-            apirest__set_str(tl, "controller-uid", uid);
-            apirest__set_str(tl, "job-name", name ? name : "");
+            /* generateSelector: the labels the user set stay */
+            const char *add[][2] = {{"job-name", name ? name : ""},
+                                    {"batch.kubernetes.io/job-name", name ? name : ""},
+                                    {"controller-uid", uid},
+                                    {"batch.kubernetes.io/controller-uid", uid}};
+            for (size_t i = 0; i < 4; i++)
+                if (!json_get(tl, add[i][0]))
+                    apirest__set_str(tl, add[i][0], add[i][1]);
         }
+        /* SetDefaults_Job gives a job without labels its template's labels;
+         * kube-apiserver runs the defaulters again when it decodes the
+         * stored object, after the selector generation added its labels,
+         * so a job created without labels has the template's, generated
+         * ones included */
+        cJSON *jmd = apirest__ensure_obj(obj, "metadata");
+        const cJSON *jl = json_get(jmd, "labels");
+        const cJSON *tl0 = json_get(json_get(json_get(spec, "template"), "metadata"), "labels");
+        if (cJSON_IsObject(tl0) && tl0->child && (!cJSON_IsObject(jl) || !jl->child))
+            apirest__set_item(jmd, "labels", json_dup(tl0));
         cJSON *tspec = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(spec, "template"), "spec");
         default_pod_spec(tspec);
@@ -441,6 +628,29 @@ void apirest__default_builtin(const struct apires *res, cJSON *obj, const char *
     }
 }
 
+/* Empty lists and maps that kube-apiserver's Go structs omit (omitempty):
+ * in every object's metadata (labels, annotations, finalizers,
+ * ownerReferences), and a NetworkPolicy's ingress and egress rules. */
+void apirest__omit_empty(const struct apires *res, cJSON *obj)
+{
+    cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+    static const char *const f[] = {"labels", "annotations", "finalizers", "ownerReferences"};
+    for (size_t i = 0; i < 4; i++) {
+        const cJSON *v = json_get(md, f[i]);
+        if ((cJSON_IsArray(v) || cJSON_IsObject(v)) && !v->child)
+            cJSON_DeleteItemFromObjectCaseSensitive(md, f[i]);
+    }
+    if (!res->crd && strcmp(res->kind, "NetworkPolicy") == 0) {
+        cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
+        static const char *const r[] = {"ingress", "egress"};
+        for (size_t i = 0; i < 2; i++) {
+            const cJSON *v = json_get(spec, r[i]);
+            if (cJSON_IsArray(v) && !v->child)
+                cJSON_DeleteItemFromObjectCaseSensitive(spec, r[i]);
+        }
+    }
+}
+
 /* Secret stringData is merged into data (base64) on every write. */
 void apirest__secret_string_data(const struct apires *res, cJSON *obj)
 {
@@ -462,6 +672,34 @@ void apirest__secret_string_data(const struct apires *res, cJSON *obj)
     cJSON_Delete(sd);
 }
 
+/* qos.GetPodQOS: BestEffort without any cpu/memory request or limit;
+ * Guaranteed when every container has cpu and memory limits and requests
+ * equal to them (requests default to limits before this); else Burstable.
+ * Quantities are compared as written. */
+static const char *pod_qos(const cJSON *spec)
+{
+    bool any = false, guaranteed = true;
+    static const char *const lists[] = {"containers", "initContainers"};
+    for (size_t l = 0; l < 2; l++) {
+        const cJSON *cs = json_get(spec, lists[l]);
+        for (const cJSON *c = cJSON_IsArray(cs) ? cs->child : NULL; c; c = c->next) {
+            const cJSON *req = json_get(json_get(c, "resources"), "requests");
+            const cJSON *lim = json_get(json_get(c, "resources"), "limits");
+            static const char *const rs[] = {"cpu", "memory"};
+            for (size_t i = 0; i < 2; i++) {
+                const cJSON *r = json_get(req, rs[i]), *m = json_get(lim, rs[i]);
+                if (r || m)
+                    any = true;
+                if (!r || !m || !cJSON_Compare(r, m, 1))
+                    guaranteed = false;
+            }
+        }
+    }
+    if (!any)
+        return "BestEffort";
+    return guaranteed ? "Guaranteed" : "Burstable";
+}
+
 /* Status set by the server on create (PrepareForCreate). */
 void apirest__initial_status(const struct apires *res, cJSON *obj)
 {
@@ -474,7 +712,7 @@ void apirest__initial_status(const struct apires *res, cJSON *obj)
     if (strcmp(k, "Pod") == 0) {
         cJSON *st = cJSON_CreateObject();
         cJSON_AddStringToObject(st, "phase", "Pending");
-        cJSON_AddStringToObject(st, "qosClass", "BestEffort");
+        cJSON_AddStringToObject(st, "qosClass", pod_qos(json_get(obj, "spec")));
         apirest__set_item(obj, "status", st);
     } else if (strcmp(k, "Namespace") == 0) {
         cJSON *st = cJSON_CreateObject();

@@ -277,6 +277,8 @@ cJSON *apistatus_forbidden(const char *group, const char *resource, const char *
 cJSON *apistatus_success(const char *group, const char *kind, const char *name, const char *uid)
 {
     cJSON *s = apistatus_new(200, NULL, NULL, group, kind, name);
+    /* kube-apiserver's finalizeDelete sets no code (0, omitted) */
+    cJSON_DeleteItemFromObjectCaseSensitive(s, "code");
     cJSON *d = cJSON_GetObjectItemCaseSensitive(s, "details");
     if (d && uid)
         cJSON_AddStringToObject(d, "uid", uid);

@@ -321,6 +321,9 @@ static void builtin_columns(const struct apires *res, cJSON *cols)
         add_col(cols, "Age", "string", "", "", 0);
         add_col(cols, "IP", "string", "", "IP address allocated to the pod.", 1);
         add_col(cols, "Node", "string", "", "Name of the node this pod is assigned to.", 1);
+        add_col(cols, "Nominated Node", "string", "", "Name of the node where the pod is "
+                "nominated to run after preemption.", 1);
+        add_col(cols, "Readiness Gates", "string", "", "The readiness gates of the pod.", 1);
     } else if (strcmp(k, "ConfigMap") == 0) {
         add_col(cols, "Data", "string", "", "Data contains the configuration data.", 0);
         add_col(cols, "Age", "string", "", "", 0);
@@ -336,6 +339,11 @@ static void builtin_columns(const struct apires *res, cJSON *cols)
         add_col(cols, "Completions", "string", "", "The completion status of the job.", 0);
         add_col(cols, "Duration", "string", "", "Time required to complete the job.", 0);
         add_col(cols, "Age", "string", "", "", 0);
+        add_col(cols, "Containers", "string", "", "Names of each container in the template.", 1);
+        add_col(cols, "Images", "string", "", "Images referenced by each container in the "
+                "template.", 1);
+        add_col(cols, "Selector", "string", "", "Query over pods that should match the pod "
+                "count.", 1);
     } else if (strcmp(k, "Deployment") == 0) {
         add_col(cols, "Ready", "string", "", "Number of the pod with ready state", 0);
         add_col(cols, "Up-to-date", "string", "", "Total number of non-terminated pods targeted "
@@ -343,27 +351,40 @@ static void builtin_columns(const struct apires *res, cJSON *cols)
         add_col(cols, "Available", "string", "", "Total number of available pods (ready for at "
                 "least minReadySeconds) targeted by this deployment.", 0);
         add_col(cols, "Age", "string", "", "", 0);
+        add_col(cols, "Containers", "string", "", "Names of each container in the template.", 1);
+        add_col(cols, "Images", "string", "", "Images referenced by each container in the "
+                "template.", 1);
+        add_col(cols, "Selector", "string", "", "Label selector for pods. Existing "
+                "ReplicaSets whose pods are selected by this will be the ones affected by "
+                "this deployment.", 1);
     } else if (strcmp(k, "Service") == 0) {
         add_col(cols, "Type", "string", "", "", 0);
         add_col(cols, "Cluster-IP", "string", "", "", 0);
         add_col(cols, "External-IP", "string", "", "", 0);
         add_col(cols, "Port(s)", "string", "", "", 0);
         add_col(cols, "Age", "string", "", "", 0);
+        add_col(cols, "Selector", "string", "", "", 1);
     } else if (strcmp(k, "ServiceAccount") == 0) {
-        add_col(cols, "Secrets", "string", "", "", 0);
-        add_col(cols, "Age", "string", "", "", 0);
+        add_col(cols, "Age", "string", "", "", 0); /* no Secrets column since 1.24+ */
     } else if (strcmp(k, "Node") == 0) {
         add_col(cols, "Status", "string", "", "", 0);
         add_col(cols, "Roles", "string", "", "", 0);
         add_col(cols, "Age", "string", "", "", 0);
         add_col(cols, "Version", "string", "", "", 0);
+        add_col(cols, "Internal-IP", "string", "", "", 1);
+        add_col(cols, "External-IP", "string", "", "", 1);
+        add_col(cols, "OS-Image", "string", "", "", 1);
+        add_col(cols, "Kernel-Version", "string", "", "", 1);
+        add_col(cols, "Container-Runtime", "string", "", "", 1);
     } else if (strcmp(k, "PersistentVolumeClaim") == 0) {
         add_col(cols, "Status", "string", "", "", 0);
         add_col(cols, "Volume", "string", "", "", 0);
         add_col(cols, "Capacity", "string", "", "", 0);
         add_col(cols, "Access Modes", "string", "", "", 0);
         add_col(cols, "StorageClass", "string", "", "", 0);
+        add_col(cols, "VolumeAttributesClass", "string", "", "", 0);
         add_col(cols, "Age", "string", "", "", 0);
+        add_col(cols, "VolumeMode", "string", "", "", 1);
     } else if (strcmp(k, "Event") == 0) {
         cJSON_DeleteItemFromArray(cols, 0);
         add_col(cols, "Last Seen", "string", "", "", 0);
@@ -375,7 +396,7 @@ static void builtin_columns(const struct apires *res, cJSON *cols)
         add_col(cols, "Message", "string", "", "", 0);
         add_col(cols, "First Seen", "string", "", "", 1);
         add_col(cols, "Count", "string", "", "", 1);
-        add_col(cols, "Name", "string", "", "", 1);
+        add_col(cols, "Name", "string", "name", "", 1);
     } else if (strcmp(k, "Lease") == 0) {
         add_col(cols, "Holder", "string", "", "", 0);
         add_col(cols, "Age", "string", "", "", 0);
@@ -385,9 +406,104 @@ static void builtin_columns(const struct apires *res, cJSON *cols)
     } else if (strcmp(k, "RoleBinding") == 0 || strcmp(k, "ClusterRoleBinding") == 0) {
         add_col(cols, "Role", "string", "", "", 0);
         add_col(cols, "Age", "string", "", "", 0);
+        add_col(cols, "Users", "string", "", "", 1);
+        add_col(cols, "Groups", "string", "", "", 1);
+        add_col(cols, "ServiceAccounts", "string", "", "", 1);
     } else {
         add_col(cols, "Age", "string", "", "", 0);
     }
+}
+
+/* s1,s2 of the string at field of each item of a list ("" when none) */
+static cJSON *joined(const cJSON *o, const char *list, const char *field)
+{
+    struct buf b;
+    buf_init(&b, 1u << 16);
+    const cJSON *l = apitable_jsonpath(o, list);
+    for (const cJSON *c = cJSON_IsArray(l) ? l->child : NULL; c; c = c->next) {
+        const cJSON *v = json_get(c, field);
+        buf_printf(&b, "%s%s", b.len ? "," : "", cJSON_IsString(v) ? v->valuestring : "");
+    }
+    cJSON *r = cJSON_CreateString(buf_str(&b));
+    buf_done(&b);
+    return r;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* k=v,... of a map sorted by key, as labels.SelectorFromSet(m).String();
+ * none: "<none>" */
+static cJSON *map_selector(const cJSON *m, bool with_expressions, const cJSON *exprs)
+{
+    const char *keys[256];
+    size_t n = 0;
+    for (const cJSON *c = cJSON_IsObject(m) ? m->child : NULL; c && n < 256; c = c->next)
+        if (cJSON_IsString(c))
+            keys[n++] = c->string;
+    qsort(keys, n, sizeof keys[0], cmp_str);
+    struct buf b;
+    buf_init(&b, 1u << 16);
+    for (size_t i = 0; i < n; i++)
+        buf_printf(&b, "%s%s=%s", b.len ? "," : "", keys[i], json_get(m, keys[i])->valuestring);
+    for (const cJSON *e = with_expressions && cJSON_IsArray(exprs) ? exprs->child : NULL; e;
+         e = e->next) {
+        const cJSON *kv = json_get(e, "key");
+        const char *k = cJSON_IsString(kv) ? kv->valuestring : "";
+        const cJSON *opv = json_get(e, "operator");
+        const char *op = cJSON_IsString(opv) ? opv->valuestring : "";
+        if (strcmp(op, "Exists") == 0) {
+            buf_printf(&b, "%s%s", b.len ? "," : "", k);
+        } else if (strcmp(op, "DoesNotExist") == 0) {
+            buf_printf(&b, "%s!%s", b.len ? "," : "", k);
+        } else {
+            buf_printf(&b, "%s%s %s (", b.len ? "," : "", k,
+                       strcmp(op, "NotIn") == 0 ? "notin" : "in");
+            const cJSON *vs = json_get(e, "values");
+            bool first = true;
+            for (const cJSON *v = cJSON_IsArray(vs) ? vs->child : NULL; v; v = v->next) {
+                buf_printf(&b, "%s%s", first ? "" : ",", cJSON_IsString(v) ? v->valuestring : "");
+                first = false;
+            }
+            buf_puts(&b, ")");
+        }
+    }
+    cJSON *r = cJSON_CreateString(b.len ? buf_str(&b) : "<none>");
+    buf_done(&b);
+    return r;
+}
+
+/* The template's containers, images and selector (deployments, jobs: -o wide) */
+static void template_cells(const cJSON *o, cJSON *cells)
+{
+    cJSON_AddItemToArray(cells, joined(o, ".spec.template.spec.containers", "name"));
+    cJSON_AddItemToArray(cells, joined(o, ".spec.template.spec.containers", "image"));
+    const cJSON *sel = apitable_jsonpath(o, ".spec.selector");
+    cJSON_AddItemToArray(cells, map_selector(json_get(sel, "matchLabels"), true,
+                                             json_get(sel, "matchExpressions")));
+}
+
+/* subjects of a kind, comma-separated (ServiceAccounts as namespace/name) */
+static cJSON *subjects(const cJSON *o, const char *kind)
+{
+    struct buf b;
+    buf_init(&b, 1u << 16);
+    const cJSON *l = json_get(o, "subjects");
+    for (const cJSON *s = cJSON_IsArray(l) ? l->child : NULL; s; s = s->next) {
+        const cJSON *k = json_get(s, "kind"), *n = json_get(s, "name"), *ns = json_get(s, "namespace");
+        if (!cJSON_IsString(k) || strcmp(k->valuestring, kind) != 0 || !cJSON_IsString(n))
+            continue;
+        if (strcmp(kind, "ServiceAccount") == 0)
+            buf_printf(&b, "%s%s/%s", b.len ? ", " : "", cJSON_IsString(ns) ? ns->valuestring : "",
+                       n->valuestring);
+        else
+            buf_printf(&b, "%s%s", b.len ? ", " : "", n->valuestring);
+    }
+    cJSON *r = cJSON_CreateString(buf_str(&b));
+    buf_done(&b);
+    return r;
 }
 
 static cJSON *pod_status(const cJSON *o)
@@ -495,6 +611,28 @@ static void builtin_cells(const struct apires *res, const cJSON *o, cJSON *cells
         const char *ip = sget(o, ".status.podIP"), *node = sget(o, ".spec.nodeName");
         cJSON_AddItemToArray(cells, cJSON_CreateString(ip ? ip : "<none>"));
         cJSON_AddItemToArray(cells, cJSON_CreateString(node ? node : "<none>"));
+        const char *nom = sget(o, ".status.nominatedNodeName");
+        cJSON_AddItemToArray(cells, cJSON_CreateString(nom && *nom ? nom : "<none>"));
+        const cJSON *gates = apitable_jsonpath(o, ".spec.readinessGates");
+        if (cJSON_IsArray(gates) && gates->child) {
+            int n = 0, t = 0;
+            for (const cJSON *g = gates->child; g; g = g->next) {
+                n++;
+                const cJSON *gt = json_get(g, "conditionType");
+                const cJSON *conds = apitable_jsonpath(o, ".status.conditions");
+                for (const cJSON *c = conds ? conds->child : NULL; c; c = c->next) {
+                    const cJSON *ct = json_get(c, "type"), *st = json_get(c, "status");
+                    if (cJSON_IsString(gt) && cJSON_IsString(ct) && cJSON_IsString(st) &&
+                        strcmp(ct->valuestring, gt->valuestring) == 0 &&
+                        strcmp(st->valuestring, "True") == 0)
+                        t++;
+                }
+            }
+            snprintf(b, sizeof(b), "%d/%d", t, n);
+            cJSON_AddItemToArray(cells, cJSON_CreateString(b));
+        } else {
+            cJSON_AddItemToArray(cells, cJSON_CreateString("<none>"));
+        }
     } else if (strcmp(k, "ConfigMap") == 0) {
         cJSON_AddItemToArray(cells, cJSON_CreateNumber(count_members(o, ".data") +
                                                        count_members(o, ".binaryData")));
@@ -539,6 +677,7 @@ static void builtin_cells(const struct apires *res, const cJSON *o, cJSON *cells
             cJSON_AddItemToArray(cells, cJSON_CreateString(""));
         }
         cJSON_AddItemToArray(cells, age_cell(ts, now));
+        template_cells(o, cells);
     } else if (strcmp(k, "Deployment") == 0) {
         snprintf(b, sizeof(b), "%lld/%lld", (long long)iget(o, ".status.readyReplicas"),
                  (long long)(apitable_jsonpath(o, ".spec.replicas") ? iget(o, ".spec.replicas") : 1));
@@ -546,6 +685,7 @@ static void builtin_cells(const struct apires *res, const cJSON *o, cJSON *cells
         cJSON_AddItemToArray(cells, cJSON_CreateNumber((double)iget(o, ".status.updatedReplicas")));
         cJSON_AddItemToArray(cells, cJSON_CreateNumber((double)iget(o, ".status.availableReplicas")));
         cJSON_AddItemToArray(cells, age_cell(ts, now));
+        template_cells(o, cells);
     } else if (strcmp(k, "Service") == 0) {
         const char *t = sget(o, ".spec.type"), *ip = sget(o, ".spec.clusterIP");
         cJSON_AddItemToArray(cells, cJSON_CreateString(t ? t : "ClusterIP"));
@@ -562,8 +702,9 @@ static void builtin_cells(const struct apires *res, const cJSON *o, cJSON *cells
         cJSON_AddItemToArray(cells, cJSON_CreateString(pb.len ? buf_str(&pb) : "<none>"));
         buf_done(&pb);
         cJSON_AddItemToArray(cells, age_cell(ts, now));
+        cJSON_AddItemToArray(cells, map_selector(apitable_jsonpath(o, ".spec.selector"), false,
+                                                 NULL));
     } else if (strcmp(k, "ServiceAccount") == 0) {
-        cJSON_AddItemToArray(cells, cJSON_CreateNumber(count_members(o, ".secrets")));
         cJSON_AddItemToArray(cells, age_cell(ts, now));
     } else if (strcmp(k, "Node") == 0) {
         cJSON_AddItemToArray(cells, cJSON_CreateString(has_condition(o, "Ready") ? "Ready" : "NotReady"));
@@ -571,6 +712,25 @@ static void builtin_cells(const struct apires *res, const cJSON *o, cJSON *cells
         cJSON_AddItemToArray(cells, age_cell(ts, now));
         const char *v = sget(o, ".status.nodeInfo.kubeletVersion");
         cJSON_AddItemToArray(cells, cJSON_CreateString(v ? v : ""));
+        const char *ips[2] = {NULL, NULL};
+        const cJSON *as = apitable_jsonpath(o, ".status.addresses");
+        for (const cJSON *a = cJSON_IsArray(as) ? as->child : NULL; a; a = a->next) {
+            const cJSON *t = json_get(a, "type"), *ad = json_get(a, "address");
+            if (!cJSON_IsString(t) || !cJSON_IsString(ad))
+                continue;
+            if (strcmp(t->valuestring, "InternalIP") == 0 && !ips[0])
+                ips[0] = ad->valuestring;
+            if (strcmp(t->valuestring, "ExternalIP") == 0 && !ips[1])
+                ips[1] = ad->valuestring;
+        }
+        cJSON_AddItemToArray(cells, cJSON_CreateString(ips[0] ? ips[0] : "<none>"));
+        cJSON_AddItemToArray(cells, cJSON_CreateString(ips[1] ? ips[1] : "<none>"));
+        const char *info[] = {".status.nodeInfo.osImage", ".status.nodeInfo.kernelVersion",
+                              ".status.nodeInfo.containerRuntimeVersion"};
+        for (size_t i = 0; i < 3; i++) {
+            const char *x = sget(o, info[i]);
+            cJSON_AddItemToArray(cells, cJSON_CreateString(x && *x ? x : "<unknown>"));
+        }
     } else if (strcmp(k, "PersistentVolumeClaim") == 0) {
         const char *p = sget(o, ".status.phase"), *v = sget(o, ".spec.volumeName");
         const char *cap = sget(o, ".status.capacity.storage"), *sc = sget(o, ".spec.storageClassName");
@@ -581,7 +741,11 @@ static void builtin_cells(const struct apires *res, const cJSON *o, cJSON *cells
         const char *m = am && cJSON_IsString(am->child) ? am->child->valuestring : "";
         cJSON_AddItemToArray(cells, cJSON_CreateString(strcmp(m, "ReadWriteOnce") == 0 ? "RWO" : m));
         cJSON_AddItemToArray(cells, cJSON_CreateString(sc ? sc : "<unset>"));
+        const char *vac = sget(o, ".spec.volumeAttributesClassName");
+        cJSON_AddItemToArray(cells, cJSON_CreateString(vac && *vac ? vac : "<unset>"));
         cJSON_AddItemToArray(cells, age_cell(ts, now));
+        const char *vm = sget(o, ".spec.volumeMode");
+        cJSON_AddItemToArray(cells, cJSON_CreateString(vm && *vm ? vm : "<unset>"));
     } else if (strcmp(k, "Event") == 0) {
         event_cells(res, o, cells, now);
     } else if (strcmp(k, "Lease") == 0) {
@@ -596,6 +760,9 @@ static void builtin_cells(const struct apires *res, const cJSON *o, cJSON *cells
         snprintf(b, sizeof(b), "%s/%s", rk ? rk : "", rn ? rn : "");
         cJSON_AddItemToArray(cells, cJSON_CreateString(b));
         cJSON_AddItemToArray(cells, age_cell(ts, now));
+        cJSON_AddItemToArray(cells, subjects(o, "User"));
+        cJSON_AddItemToArray(cells, subjects(o, "Group"));
+        cJSON_AddItemToArray(cells, subjects(o, "ServiceAccount"));
     } else {
         cJSON_AddItemToArray(cells, age_cell(ts, now));
     }

@@ -202,7 +202,8 @@ bool rbac_allows(const struct rbac_policy *p, const struct rbac_user *u,
     if (!r->verb)
         return false;
     if (in_group(u, "system:masters")) {
-        snprintf(reason, reason_len, "member of system:masters");
+        /* kube-apiserver's privileged-group authorizer allows with no
+         * reason (a SelfSubjectAccessReview's status.reason is absent) */
         return true;
     }
     if (!r->resource_request && strcmp(r->verb, "get") == 0 && r->path &&

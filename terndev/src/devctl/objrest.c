@@ -366,7 +366,7 @@ struct objstore objrest_objstore(struct objrest *r)
 struct objrest_https {
     pthread_mutex_t mu;
     struct httpc *c;
-    char *server, *ca, *auth;
+    char *server, *ca, *auth, *ua;
     char *cert, *key;
     size_t cert_len, key_len;
 };
@@ -382,6 +382,7 @@ int objrest_https_new(const char *server, const char *ca_pem, const char *token,
     h->server = xstrdup(server);
     h->ca = ca_pem ? xstrdup(ca_pem) : NULL;
     h->auth = token ? xasprintf("Authorization: Bearer %s", token) : NULL;
+    h->ua = xstrdup("User-Agent: tern-node/0.1.0");
     *ret = h;
     return 0;
 }
@@ -422,6 +423,7 @@ void objrest_https_free(struct objrest_https *h)
     free(h->server);
     free(h->ca);
     free(h->auth);
+    free(h->ua);
     if (h->key)
         explicit_bzero(h->key, h->key_len);
     free(h->cert);
@@ -435,8 +437,9 @@ static int https_request(void *ctx, const char *method, const char *path, const 
 {
     struct objrest_https *h = ctx;
     char *url = xasprintf("%s%s", h->server, path);
-    const char *headers[4] = {"Content-Type: application/json", "Accept: application/json",
-                              h->auth, NULL};
+    /* the User-Agent names the field manager of our writes on kube-apiserver */
+    const char *headers[5] = {"Content-Type: application/json", "Accept: application/json",
+                              h->ua, h->auth, NULL};
     struct httpc_tls tls = {.ca_pem = h->ca,
                             .ca_pem_len = h->ca ? strlen(h->ca) : 0,
                             .cert_pem = h->cert,
@@ -462,6 +465,12 @@ static int https_request(void *ctx, const char *method, const char *path, const 
     httpc_response_done(&resp);
     free(url);
     return rc;
+}
+
+void objrest_https_set_user_agent(struct objrest_https *h, const char *ua)
+{
+    free(h->ua);
+    h->ua = xasprintf("User-Agent: %s", ua);
 }
 
 struct objrest_transport objrest_https_transport(struct objrest_https *h)

@@ -91,6 +91,9 @@ struct kubeconfig;
 int objrest_https_from_kubeconfig(const struct kubeconfig *kc, struct objrest_https **ret,
                                   struct tern_err *err);
 void objrest_https_free(struct objrest_https *h);
+/* The User-Agent of its requests (default "tern-node/0.1.0"); kube-apiserver
+ * names the field manager of our writes after the part before the '/'. */
+void objrest_https_set_user_agent(struct objrest_https *h, const char *ua);
 struct objrest_transport objrest_https_transport(struct objrest_https *h);
 
 #endif

@@ -127,7 +127,9 @@ int devwire_start(const struct devwire_cfg *cfg, struct devwire **ret, struct te
                     .api_port = cfg->port,
                     .ca_pem = cfg->ca_pem,
                     .sa_key = key,
-                    .bin_dir = bin && *bin ? bin : NULL},
+                    .bin_dir = bin && *bin ? bin : NULL,
+                    .pod_network = cfg->pod_network,
+                    .netpol_unenforced = cfg->netpol_unenforced},
         .period_ms = 1000,
     };
     rc = devrun_start(&dc, &w->run, err);

@@ -13,6 +13,7 @@
 #include "apiserver/apirest.h"
 #include "base/err.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct devwire_cfg {
@@ -23,6 +24,8 @@ struct devwire_cfg {
     const char *bin_dir;    /* NULL: the directory of /proc/self/exe */
     int job_backoff_s;      /* Job pod-failure backoff base; 0 = Kubernetes' 10 s,
                              * negative = none (tests) */
+    const char *pod_network; /* kubelet_cfg.pod_network (NULL: its default) */
+    bool netpol_unenforced;  /* kubelet_cfg.netpol_unenforced */
 };
 
 struct devwire;

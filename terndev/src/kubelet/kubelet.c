@@ -12,6 +12,7 @@
 #include "devctl/kobj.h"
 #include "json/json.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,7 +72,29 @@ int kubelet_new(const struct objstore *store, const struct kubelet_cfg *cfg, str
     if (!cfg->no_cgroups) {
         k->cgroups = kubelet__cg_usable();
     }
+    k->ip_bin = xstrdup(cfg->ip_bin ? cfg->ip_bin : "/usr/sbin/ip");
+    k->iptables_bin = xstrdup(cfg->iptables_bin ? cfg->iptables_bin : "/usr/sbin/iptables");
+    k->iptables_restore_bin = xasprintf("%s-restore", k->iptables_bin);
+    k->netpol_off = cfg->netpol_unenforced;
+    const char *net = cfg->pod_network ? cfg->pod_network : "10.213.0.0/16";
+    unsigned char nb[4];
+    char nbuf[20];
+    const char *slash = strchr(net, '/');
+    if (!slash || strcmp(slash, "/16") != 0 || (size_t)(slash - net) >= sizeof nbuf) {
+        err_set(err, TERN_EINVALID, "pod network %s: must be an IPv4 /16", net);
+        kubelet_free(k);
+        return TERN_EINVALID;
+    }
+    memcpy(nbuf, net, (size_t)(slash - net));
+    nbuf[slash - net] = '\0';
+    if (inet_pton(AF_INET, nbuf, nb) != 1 || nb[2] || nb[3] || nb[0] == 127) {
+        err_set(err, TERN_EINVALID, "pod network %s: must be an IPv4 /16 outside 127/8", net);
+        kubelet_free(k);
+        return TERN_EINVALID;
+    }
+    k->podnet = ((uint32_t)nb[0] << 24) | ((uint32_t)nb[1] << 16);
     kubelet__kill_leftovers(k);
+    kubelet__net_init(k);
     *ret = k;
     return 0;
 }
@@ -107,6 +130,9 @@ void kubelet_free(struct kubelet *k)
     free(k->bwrap);
     free(k->podsdir);
     free(k->voldir);
+    free(k->ip_bin);
+    free(k->iptables_bin);
+    free(k->iptables_restore_bin);
     free(k);
 }
 
@@ -264,13 +290,19 @@ static int sync_pod(struct kubelet *k, struct kpod *p, const cJSON *pod, int64_t
                 first_start(k, p, pod, c, now_ms, err, &rc);
             }
             kubelet__probes(k, p, pod, now_ms);
+            struct tern_err nerr = {0};
+            int nr = kubelet__net_sync(k, p, pod, now_ms, &nerr);
+            if (nr && !rc)
+                rc = err_set(err, nr, "%s", nerr.msg);
         }
     }
 status:;
     struct podstatus_container *cs = xcalloc(p->nc ? p->nc : 1, sizeof *cs);
     for (size_t i = 0; i < p->nc; i++)
         cs[i] = p->c[i].ps;
-    cJSON *st = podstatus_build(pod, cs, p->nc, p->ip[0] ? p->ip : NULL, "127.0.0.1",
+    /* a pod of its own namespace has its address once that exists */
+    bool ip_shown = p->ip[0] && (p->mode != NETPOL_NETNS || p->net_up);
+    cJSON *st = podstatus_build(pod, cs, p->nc, ip_shown ? p->ip : NULL, "127.0.0.1",
                                 p->prepared, now_ms / 1000);
     const char *phase = podstatus_phase(cs, p->nc);
     free(cs);
@@ -288,6 +320,7 @@ status:;
     }
     if (terminal && !p->terminal) {
         p->terminal = true;
+        kubelet__net_teardown(k, p);
         kubelet__ip_free(k, p->ip);
     }
     if (deleting && !any_running && !p->final_delete) {
@@ -365,8 +398,12 @@ int kubelet_sync(struct kubelet *k, int64_t now_ms, struct tern_err *err)
             continue;
         struct kpod *p = find_pod(k, uid);
         cJSON *adopted = NULL;
+        const char *scheduler = kobj_str(pod, "spec.schedulerName");
         if ((!node || !*node) && k->scheduled_only) {
             continue; /* the scheduler places it */
+        } else if ((!node || !*node) && scheduler &&
+                   strcmp(scheduler, "default-scheduler") != 0) {
+            continue; /* another scheduler's pod, as kube-scheduler leaves it */
         } else if (!node || !*node) {
             if (!p || !p->adopted) {
                 if (kobj_deleting(pod))

@@ -34,10 +34,14 @@
  *    same process namespace) with initialDelaySeconds, periodSeconds,
  *    timeoutSeconds, successThreshold, failureThreshold; a failed liveness
  *    probe restarts the container per restartPolicy;
- *  - a NetworkPolicy of the namespace that selects the pod, lists Egress in
- *    policyTypes and has no egress rules gives the pod its own network
- *    namespace with only loopback (no egress at all, no ingress from other
- *    pods); every other policy is stored but not enforced;
+ *  - NetworkPolicy egress (netpol.h): a pod no policy restricts shares the
+ *    host's network namespace; one whose policies allow neither egress nor
+ *    ingress gets a namespace with only loopback; one whose egress is
+ *    restricted with something allowed gets a namespace of its own on the
+ *    pod network (pod_network, address 10.213.x.y), reachable from the
+ *    host, whose packet filter allows exactly the union of its egress rules
+ *    (kept in step with the policies and peers every 2 s); ingress rules
+ *    are not enforced;
  *  - deletion: SIGTERM to every process of the container's pid namespace,
  *    metadata.deletionGracePeriodSeconds later SIGKILL of the tree, then a
  *    final status (Succeeded if every container exited 0, else Failed) and
@@ -98,6 +102,16 @@ struct kubelet_cfg {
     int64_t restart_backoff_ms;     /* 10000 when 0 */
     int64_t restart_backoff_max_ms; /* 300000 when 0 */
     bool no_cgroups;        /* force the rlimit fallback */
+    /* Pods whose NetworkPolicies restrict egress get a network namespace on
+     * this /16 (NULL: "10.213.0.0/16"; its first address is the node's).
+     * Making one needs root, ip and iptables; without them such a pod
+     * waits in ContainerCreating with the reason. */
+    const char *pod_network;
+    /* true: no namespaces are made and egress policies are not enforced
+     * (the pod runs in the host's network namespace, as before). */
+    bool netpol_unenforced;
+    const char *ip_bin;       /* "/usr/sbin/ip" when NULL */
+    const char *iptables_bin; /* "/usr/sbin/iptables"; iptables-restore beside it */
 };
 
 struct kubelet;

@@ -1,6 +1,6 @@
 /* kubelet_container.c - running a pod's containers: preparing the pod
  * (service-account token, volume files, PVC directories, network
- * isolation from its NetworkPolicies), starting a container from its
+ * namespace when its NetworkPolicies restrict egress), starting a container from its
  * podplan, stopping it (SIGTERM, SIGKILL after the grace period), reaping
  * exits (OOMKilled from the cgroup), and driving readiness and liveness
  * probes. See kubelet_internal.h. */
@@ -37,34 +37,6 @@ static const cJSON *cspec(const cJSON *pod, const struct kcont *c)
     return NULL;
 }
 
-static bool isolated(struct kubelet *k, const cJSON *pod)
-{
-    const cJSON *np;
-    cJSON_ArrayForEach(np, k->netpols)
-    {
-        const cJSON *sel = kobj_at(np, "spec.podSelector");
-        if (sel && !kobj_selector_matches(sel, kobj_at(pod, "metadata.labels")))
-            continue;
-        bool egress = false, ingress = false;
-        const cJSON *t;
-        cJSON_ArrayForEach(t, kobj_at(np, "spec.policyTypes"))
-        {
-            egress |= cJSON_IsString(t) && strcmp(t->valuestring, "Egress") == 0;
-            ingress |= cJSON_IsString(t) && strcmp(t->valuestring, "Ingress") == 0;
-        }
-        /* A network namespace of its own cuts the pod off in both directions
-         * (pods share the host's loopback otherwise), so it is only used when
-         * the policy allows neither egress nor ingress. A pod that denies
-         * egress but admits some ingress (tern's sandbox: only its runners
-         * may connect) stays reachable; its egress is not enforced here
-         * (docs/tern-dev-kubelet.md). */
-        if (egress && cJSON_GetArraySize(kobj_at(np, "spec.egress")) == 0 && ingress &&
-            cJSON_GetArraySize(kobj_at(np, "spec.ingress")) == 0)
-            return true;
-    }
-    return false;
-}
-
 static void fill_in(struct kubelet *k, struct kpod *p, const cJSON *pod, struct podplan_in *in)
 {
     kubelet__cache_pod(k, pod);
@@ -84,7 +56,8 @@ static void fill_in(struct kubelet *k, struct kpod *p, const cJSON *pod, struct 
         .api_port = k->api_port,
         .bin_dir = k->bin_dir,
         .bwrap = k->bwrap,
-        .isolate_net = isolated(k, pod),
+        .isolate_net = p->mode == NETPOL_ISOLATED,
+        .netns = p->net_up ? p->netns_path : NULL,
     };
 }
 
@@ -136,6 +109,14 @@ int kubelet__prepare(struct kubelet *k, struct kpod *p, const cJSON *pod, struct
         cJSON_Delete(sa);
         if (r)
             return err_wrap(err, r, "serviceaccount \"%s\"", sa_name);
+    }
+    if (p->mode == NETPOL_NETNS) {
+        /* before anything of the pod runs: its namespace, denying all */
+        int nr = kubelet__net_setup(k, p, err);
+        if (nr == -EEXIST)
+            kubelet__ip_renew(k, p); /* another kubelet took the index meanwhile */
+        if (nr)
+            return nr;
     }
     struct podplan_in in;
     fill_in(k, p, pod, &in);
@@ -256,9 +237,12 @@ int kubelet__start_container(struct kubelet *k, struct kpod *p, const cJSON *pod
             c->killing = false;
             const cJSON *rp = kobj_at(spec, "readinessProbe");
             const cJSON *lp = kobj_at(spec, "livenessProbe");
+            const cJSON *sp = c->init ? NULL : kobj_at(spec, "startupProbe");
             c->next_ready_ms = now_ms + kobj_int(rp, "initialDelaySeconds", 0) * 1000;
             c->next_live_ms = now_ms + kobj_int(lp, "initialDelaySeconds", 0) * 1000;
-            c->ready_succ = c->ready_fail = c->live_fail = 0;
+            c->next_startup_ms = now_ms + kobj_int(sp, "initialDelaySeconds", 0) * 1000;
+            c->ps.startup_pending = sp != NULL;
+            c->ready_succ = c->ready_fail = c->live_fail = c->startup_fail = 0;
             kubelet__write_pids(k, p);
         }
     }
@@ -379,6 +363,26 @@ void kubelet__probes(struct kubelet *k, struct kpod *p, const cJSON *pod, int64_
         if (c->init || c->pid <= 0 || c->killing)
             continue;
         const cJSON *spec = cspec(pod, c);
+        /* a startupProbe holds the other probes, readiness and the started
+         * status until it passes; failureThreshold failures kill the
+         * container (restarted by its restartPolicy), as the kubelet does */
+        const cJSON *sp = kobj_at(spec, "startupProbe");
+        if (sp && c->ps.startup_pending) {
+            c->ps.ready = false;
+            if (now_ms < c->next_startup_ms)
+                continue;
+            c->next_startup_ms = now_ms + kobj_int(sp, "periodSeconds", 10) * 1000;
+            if (run_probe(k, p, pod, spec, sp) == 0) {
+                c->ps.startup_pending = false;
+                c->startup_fail = 0;
+            } else if (++c->startup_fail >= kobj_int(sp, "failureThreshold", 3)) {
+                int64_t grace = kobj_int(pod, "spec.terminationGracePeriodSeconds", 30);
+                kubelet__stop_container(c, grace * 1000, now_ms);
+                continue;
+            } else {
+                continue;
+            }
+        }
         const cJSON *rp = kobj_at(spec, "readinessProbe");
         if (!rp) {
             c->ps.ready = true;

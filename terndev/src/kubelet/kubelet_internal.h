@@ -14,6 +14,8 @@
  *                        starting, stopping and reaping containers, probes
  *   kubelet_proc.c       processes: sandboxes in /proc, leftovers of a
  *                        previous instance, the pids file, cgroups, fork+exec
+ *   kubelet_net.c        the network namespace of a pod whose NetworkPolicies
+ *                        restrict its egress, and its packet filter
  *
  * Internal symbols are prefixed kubelet__ (libuv's uv__). Like kubelet.h:
  * one thread; struct kpod and struct kcont belong to the struct kubelet that
@@ -26,6 +28,7 @@
 #include "devctl/objstore.h"
 #include "devctl/satoken.h"
 #include "kubelet/kubelet.h"
+#include "kubelet/netpol.h"
 #include "kubelet/podplan.h"
 #include "kubelet/podstatus.h"
 
@@ -43,8 +46,8 @@ struct kcont {
     char wmsg[512], tmsg[4097], lmsg[4097]; /* termination messages: <= 4096 bytes */
     pid_t pid;
     int64_t next_start_ms;
-    int64_t next_ready_ms, next_live_ms;
-    int ready_succ, ready_fail, live_fail;
+    int64_t next_ready_ms, next_live_ms, next_startup_ms;
+    int ready_succ, ready_fail, live_fail, startup_fail;
     bool killing;
     int64_t kill_deadline_ms;
     char cg_mem[256], cg_cpu[256];
@@ -58,6 +61,12 @@ struct kpod {
     char *dir;
     bool prepared, terminal, final_delete, seen, adopted;
     char *sa_token;
+    enum netpol_mode mode; /* decided when the record is made */
+    char netns[32];        /* its namespace (NETPOL_NETNS) once created, else "" */
+    char netns_path[64];   /* /run/netns/<netns> */
+    bool net_up;           /* the namespace is set up and filtered */
+    char *net_rules;       /* the ruleset applied last */
+    int64_t net_next_ms;   /* when the ruleset is computed again */
     struct kcont *c;
     size_t nc;
 };
@@ -73,6 +82,11 @@ struct kubelet {
     void *on_error_ctx;
     unsigned char sa_key[SATOKEN_KEY_LEN];
     bool have_key, cgroups;
+    /* pod networks (kubelet_net.c) */
+    bool netpol_off, net_ok;
+    char net_why[512];    /* why namespaces cannot be made (pods needing one wait) */
+    uint32_t podnet;      /* the pod network, a /16, host order */
+    char *ip_bin, *iptables_bin, *iptables_restore_bin;
     int64_t backoff, backoff_max;
     struct kpod **pods;
     size_t npods;
@@ -116,7 +130,9 @@ struct kpod *kubelet__new_kpod(struct kubelet *k, const cJSON *pod, int64_t now_
 /* SIGKILLs and reaps p's containers, removes their cgroups, releases the
  * IP, frees p (not removed from k->pods). */
 void kubelet__free_pod(struct kubelet *k, struct kpod *p);
-/* Releases ip (a 127.1.x.y string) and empties it; "" is left alone. */
+/* A new address for p (its mode's kind) in place of the one it has. */
+void kubelet__ip_renew(struct kubelet *k, struct kpod *p);
+/* Releases ip (a 127.1.x.y or pod-network string) and empties it; "" is left alone. */
 void kubelet__ip_free(struct kubelet *k, char ip[16]);
 /* Records that c ended with code (reason, msg may be NULL; started in
  * seconds) at now_ms: waiting in CrashLoopBackOff with backoff when the
@@ -166,8 +182,31 @@ void kubelet__cg_remove(struct kcont *c);
 int64_t kubelet__oom_kills(const struct kcont *c);
 /* Rewrites DIR/pods/<uid>/pids: "pid starttime" of each running container. */
 void kubelet__write_pids(struct kubelet *k, struct kpod *p);
-/* fork+exec of a sandbox in c's cgroups; the child writes its logs to
- * log_path (NULL: /dev/null). Returns the pid or -errno. */
+/* fork+exec of a sandbox in c's cgroups (and x->netns when set); the child
+ * writes its logs to log_path (NULL: /dev/null). Returns the pid or -errno. */
 pid_t kubelet__spawn(const struct podplan_exec *x, const char *log_path, const struct kcont *c);
+
+/* ---- kubelet_net.c ---- */
+
+/* At kubelet_new: whether this node can make pod namespaces (root, ip,
+ * iptables; k->net_ok, else the reason in k->net_why), the node's
+ * pod-network address and NAT, and the removal of namespaces a previous
+ * instance (or one whose directory is gone) left. */
+void kubelet__net_init(struct kubelet *k);
+/* True when pod-network index idx is held on this machine (its namespace
+ * or veth exists). */
+bool kubelet__net_busy(int idx);
+/* The pod-network address of index idx into out. */
+void kubelet__net_ip(const struct kubelet *k, int idx, char out[16]);
+/* Creates p's namespace for its address p->ip, with everything denied but
+ * loopback. Returns 0, or an error (the reason in err) that keeps the pod
+ * waiting; -EPERM when this node cannot make namespaces at all. */
+int kubelet__net_setup(struct kubelet *k, struct kpod *p, struct tern_err *err);
+/* Computes p's ruleset from its namespace's policies (at most every 2 s)
+ * and applies it when it changed. 0 or the error of applying it. */
+int kubelet__net_sync(struct kubelet *k, struct kpod *p, const cJSON *pod, int64_t now_ms,
+                      struct tern_err *err);
+/* Deletes p's namespace (its veth and route go with it). */
+void kubelet__net_teardown(struct kubelet *k, struct kpod *p);
 
 #endif

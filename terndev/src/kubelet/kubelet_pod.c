@@ -76,7 +76,8 @@ void kubelet__container_ended(struct kubelet *k, const cJSON *pod, struct kcont 
     c->killing = false;
     c->ps.pid = 0;
     c->ps.ready = false;
-    c->ready_succ = c->ready_fail = c->live_fail = 0;
+    c->ps.startup_pending = false;
+    c->ready_succ = c->ready_fail = c->live_fail = c->startup_fail = 0;
     if (will_restart(pod, c, code)) {
         c->ps.has_last = true;
         set_term(&c->ps.last, c->lmsg, sizeof c->lmsg, code, reason, msg, started, now_ms / 1000);
@@ -130,11 +131,34 @@ static bool ip_busy(uint32_t ip)
     return false;
 }
 
-static bool ip_alloc(struct kubelet *k, const char *want, char out[16])
+/* The x.y of an address "A.B.x.y" as x * 256 + y, or -1. */
+static int ip_index(const char *ip)
+{
+    const char *d1 = ip ? strchr(ip, '.') : NULL, *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+    const char *p = d2 ? d2 + 1 : NULL, *dot = p ? strchr(p, '.') : NULL;
+    int64_t x, y;
+    if (!dot || num_parse_i64n(p, (size_t)(dot - p), &x) != 0 || num_parse_i64(dot + 1, &y) != 0 ||
+        x < 0 || x > 255 || y < 0 || y > 255)
+        return -1;
+    return (int)(x * 256 + y);
+}
+
+/* An address for pod: 127.1.x.y in the host's namespace, or the pod
+ * network's address of the same index for a pod of its own namespace
+ * (netns); want (status.podIP) is kept when it is free. */
+static bool ip_alloc(struct kubelet *k, const char *want, bool netns, char out[16])
 {
     int idx = -1;
     int a, b;
-    if (want && strncmp(want, "127.1.", 6) == 0) {
+    if (netns && want) {
+        char same[16] = "";
+        int i = ip_index(want);
+        if (i >= 2 && i < 65535 && (i & 255) != 255 && (i & 255) != 0)
+            kubelet__net_ip(k, i, same);
+        if (i >= 2 && strcmp(same, want) == 0 && !(k->ipused[i / 8] & (1 << (i % 8))) &&
+            !kubelet__net_busy(i))
+            idx = i;
+    } else if (want && strncmp(want, "127.1.", 6) == 0) {
         const char *p = want + 6, *dot = strchr(p, '.');
         int64_t x, y;
         if (dot && num_parse_i64n(p, (size_t)(dot - p), &x) == 0 && num_parse_i64(dot + 1, &y) == 0 &&
@@ -150,7 +174,8 @@ static bool ip_alloc(struct kubelet *k, const char *want, char out[16])
         int i = (int)((k->ip_start + (uint32_t)n) % 65536u);
         if (i < 2 || (i & 255) == 255 || (i & 255) == 0)
             continue;
-        if (!(k->ipused[i / 8] & (1 << (i % 8))) && !ip_busy(0x7f010000u | (uint32_t)i))
+        if (!(k->ipused[i / 8] & (1 << (i % 8))) &&
+            !(netns ? kubelet__net_busy(i) : ip_busy(0x7f010000u | (uint32_t)i)))
             idx = i;
     }
     if (idx < 0)
@@ -158,7 +183,10 @@ static bool ip_alloc(struct kubelet *k, const char *want, char out[16])
     k->ipused[idx / 8] |= (unsigned char)(1 << (idx % 8));
     a = idx / 256;
     b = idx % 256;
-    snprintf(out, 16, "127.1.%d.%d", a, b);
+    if (netns)
+        kubelet__net_ip(k, idx, out);
+    else
+        snprintf(out, 16, "127.1.%d.%d", a & 255, b & 255);
     return true;
 }
 
@@ -166,14 +194,16 @@ void kubelet__ip_free(struct kubelet *k, char ip[16])
 {
     if (!ip[0])
         return;
-    const char *p = ip + 6, *dot = strchr(p, '.');
-    int64_t x, y;
-    if (dot && num_parse_i64n(p, (size_t)(dot - p), &x) == 0 && num_parse_i64(dot + 1, &y) == 0) {
-        int i = (int)(x * 256 + y);
-        if (i >= 0 && i < 65536)
-            k->ipused[i / 8] &= (unsigned char)~(1 << (i % 8));
-    }
+    int i = ip_index(ip);
+    if (i >= 0 && i < 65536)
+        k->ipused[i / 8] &= (unsigned char)~(1 << (i % 8));
     ip[0] = 0;
+}
+
+void kubelet__ip_renew(struct kubelet *k, struct kpod *p)
+{
+    kubelet__ip_free(k, p->ip);
+    ip_alloc(k, NULL, p->mode == NETPOL_NETNS, p->ip);
 }
 
 /* ---- the record ---- */
@@ -246,8 +276,15 @@ struct kpod *kubelet__new_kpod(struct kubelet *k, const cJSON *pod, int64_t now_
             p->c[i].ps.done = true;
     }
     const char *want = kobj_str(pod, "status.podIP");
-    if (!p->terminal)
-        ip_alloc(k, want, p->ip); /* a terminal pod keeps its old podIP in status */
+    if (!p->terminal) {
+        /* the network is decided once, from the policies the pod has when
+         * it is first seen (the operator creates a sandbox's before it) */
+        kubelet__cache_pod(k, pod);
+        p->mode = netpol_mode(pod, k->netpols, NULL);
+        if (p->mode == NETPOL_NETNS && k->netpol_off)
+            p->mode = NETPOL_HOST;
+        ip_alloc(k, want, p->mode == NETPOL_NETNS, p->ip); /* a terminal pod keeps its old podIP in status */
+    }
     k->pods = xreallocarray(k->pods, k->npods + 1, sizeof *k->pods);
     k->pods[k->npods++] = p;
     return p;
@@ -264,7 +301,9 @@ void kubelet__free_pod(struct kubelet *k, struct kpod *p)
         kubelet__cg_remove(c);
         free(c->name);
     }
+    kubelet__net_teardown(k, p);
     kubelet__ip_free(k, p->ip);
+    free(p->net_rules);
     free(p->c);
     free(p->uid);
     free(p->ns);

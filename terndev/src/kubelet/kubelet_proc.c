@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -300,6 +301,9 @@ void kubelet__write_pids(struct kubelet *k, struct kpod *p)
 
 pid_t kubelet__spawn(const struct podplan_exec *x, const char *log_path, const struct kcont *c)
 {
+    int nsfd = x->netns ? open(x->netns, O_RDONLY | O_CLOEXEC) : -1;
+    if (x->netns && nsfd < 0)
+        return -errno;
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     int logfd = log_path ? open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)
                          : dup(devnull);
@@ -321,6 +325,8 @@ pid_t kubelet__spawn(const struct podplan_exec *x, const char *log_path, const s
         for (int i = 0; i < 2; i++)
             if (cgfd[i] >= 0)
                 close(cgfd[i]);
+        if (nsfd >= 0)
+            close(nsfd);
         return -e;
     }
     bool use_rlimit = x->mem_limit > 0 && !(c->cg_mem[0] && cgfd[0] >= 0);
@@ -341,6 +347,9 @@ pid_t kubelet__spawn(const struct podplan_exec *x, const char *log_path, const s
         for (int i = 0; i < 2; i++)
             if (cgfd[i] >= 0 && write(cgfd[i], "0\n", 2) < 0)
                 _exit(126);
+        /* the pod's own network namespace (its NetworkPolicy's filter) */
+        if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) != 0)
+            _exit(126);
         if (use_rlimit) {
             struct rlimit rl = {(rlim_t)x->mem_limit, (rlim_t)x->mem_limit};
             setrlimit(RLIMIT_DATA, &rl);
@@ -354,6 +363,8 @@ pid_t kubelet__spawn(const struct podplan_exec *x, const char *log_path, const s
     int e = errno;
     close(devnull);
     close(logfd);
+    if (nsfd >= 0)
+        close(nsfd);
     for (int i = 0; i < 2; i++)
         if (cgfd[i] >= 0)
             close(cgfd[i]);

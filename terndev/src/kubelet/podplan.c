@@ -706,6 +706,7 @@ void podplan_exec_done(struct podplan_exec *e)
     sv_free(e->argv);
     sv_free(e->envp);
     free(e->termination_file);
+    free(e->netns);
     memset(e, 0, sizeof *e);
 }
 
@@ -861,7 +862,8 @@ int podplan_exec(const struct podplan_in *in, const cJSON *c, const cJSON *cmd_o
     q = kobj_str(c, "resources.limits.cpu");
     if (q && podplan_quantity(q, 1000, &cpu) != 0)
         cpu = -1;
-    *ret = (struct podplan_exec){a.v, env.v, term_file, mem, cpu, (uid_t)(uid < 0 ? 0 : uid)};
+    *ret = (struct podplan_exec){a.v, env.v, term_file, mem, cpu, (uid_t)(uid < 0 ? 0 : uid),
+                                 in->netns && !in->isolate_net ? xstrdup(in->netns) : NULL};
     a.v = NULL;
     env.v = NULL;
 out:

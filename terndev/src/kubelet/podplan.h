@@ -9,7 +9,9 @@
  *       container securityContext) or runAsNonRoot is true (default uid/gid
  *       65532); otherwise the process runs as root without capabilities
  *   --unshare-net  when isolate_net (a NetworkPolicy denies all egress):
- *       only a loopback device inside, so not even the pod IP of others
+ *       only a loopback device inside, so not even the pod IP of others;
+ *       with netns instead, bwrap is started inside that network namespace
+ *       (the pod's own, netpol.h) and shares it
  *   --ro-bind /usr, symlinks /bin /sbin /lib /lib64 -> usr/..., --ro-bind-try
  *       of the /etc entries programs need (ld.so.cache, ssl, ca-certificates,
  *       alternatives, passwd, group, nsswitch.conf, hosts, resolv.conf,
@@ -76,6 +78,7 @@ struct podplan_in {
     const char *bin_dir;     /* bound at /opt/tern/bin when non-NULL */
     const char *bwrap;       /* bwrap binary, e.g. "/usr/bin/bwrap" */
     bool isolate_net;
+    const char *netns;       /* a network namespace to run in (/run/netns/NAME), or NULL */
 };
 
 struct podplan_file {
@@ -117,6 +120,7 @@ struct podplan_exec {
     int64_t mem_limit;   /* bytes from resources.limits.memory, -1 none */
     int64_t cpu_millis;  /* from resources.limits.cpu, -1 none */
     uid_t uid;           /* the uid the process runs as (in the sandbox) */
+    char *netns;         /* the network namespace to join before bwrap, or NULL */
 };
 
 /* The sandbox command for container (an element of spec.containers or

@@ -81,7 +81,7 @@ static cJSON *container_json(const cJSON *pod, const struct podstatus_container 
         json_add_string(o, "containerID", id);
     }
     cJSON_AddBoolToObject(o, "ready", c->ready);
-    cJSON_AddBoolToObject(o, "started", c->state == PODSTATUS_RUNNING);
+    cJSON_AddBoolToObject(o, "started", c->state == PODSTATUS_RUNNING && !c->startup_pending);
     json_add_int64(o, "restartCount", c->restart_count);
     cJSON *st = cJSON_AddObjectToObject(o, "state");
     if (c->state == PODSTATUS_RUNNING) {

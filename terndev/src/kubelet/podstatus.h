@@ -38,6 +38,7 @@ struct podstatus_container {
     struct podstatus_term last;
     int restart_count;
     bool ready;
+    bool startup_pending; /* running, its startupProbe not passed yet: started false */
     bool done; /* terminated and not going to restart */
     long pid;  /* reported as containerID bwrap://<pid> when > 0 */
 };

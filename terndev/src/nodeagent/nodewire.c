@@ -270,6 +270,8 @@ int nodewire_start(const struct nodewire_cfg *cfg, struct nodewire **ret, struct
                     .api_port = api_port,
                     .ca_pem = ca,
                     .bin_dir = cfg->bin_dir,
+                    .pod_network = cfg->pod_network,
+                    .netpol_unenforced = cfg->netpol_unenforced,
                     .on_error = kubelet_error,
                     .on_error_ctx = w},
         .period_ms = 1000,

@@ -20,6 +20,8 @@
 
 #include "base/err.h"
 
+#include <stdbool.h>
+
 struct nodewire_cfg {
     const char *kubeconfig;      /* path (required) */
     const char *dir;             /* the node's directory (absolute) */
@@ -29,6 +31,8 @@ struct nodewire_cfg {
     const char *key_file;
     const char *client_ca_file;  /* CA of the API server's client certificate */
     const char *bin_dir;         /* bound at /opt/tern/bin in pods; NULL: none */
+    const char *pod_network;     /* kubelet_cfg.pod_network (NULL: its default) */
+    bool netpol_unenforced;      /* kubelet_cfg.netpol_unenforced */
     int register_timeout_ms;     /* wait for the Node object; 30000 when 0 */
     /* errors of the kubelet's passes and of the provisioner (may be NULL;
      * called from their threads) */
