@@ -386,6 +386,28 @@ TEST(admission_order)
     ASSERT_EQ_INT(ledger_queue_position(a, 3, NULL, "3", NULL), 3);
 }
 
+TEST(slot_wanted_only_by_who_holds_none)
+{
+    /* cap 2, held by h1 and h2; the cache still shows w1 Queued */
+    struct ledger_waiter w[] = {{"u-w1", "w1", 10}};
+    struct ledger_slots holders = {0};
+    ledger_slots_add(&holders, "u-h1", "h1");
+    ledger_slots_add(&holders, "u-h2", "h2");
+    ASSERT_TRUE(ledger_slot_wanted(w, 1, &holders, 2, 0));
+    ASSERT_FALSE(ledger_slot_wanted(w, 1, &holders, 3, 0)); /* a slot is free */
+    ASSERT_FALSE(ledger_slot_wanted(w, 0, &holders, 2, 0)); /* nobody waits */
+    /* one waiter, and h2 gives its slot up already: h1 keeps its own */
+    ASSERT_FALSE(ledger_slot_wanted(w, 1, &holders, 2, 1));
+    struct ledger_waiter two[] = {{"u-w1", "w1", 10}, {"u-w2", "w2", 11}};
+    ASSERT_TRUE(ledger_slot_wanted(two, 2, &holders, 2, 1)); /* two wait */
+    /* w1 was admitted meanwhile (h2's slot was given up): the ledger says
+     * so, and h1 keeps its slot although the cache shows w1 waiting */
+    ledger_slots_remove(&holders, "u-h2");
+    ledger_slots_add(&holders, "u-w1", "w1");
+    ASSERT_FALSE(ledger_slot_wanted(w, 1, &holders, 2, 0));
+    ledger_slots_done(&holders);
+}
+
 /* ---- the reservation fold ---------------------------------------------------------- */
 
 static void fold(struct ledger_track *t, const char *type, uint64_t seq, const char *data)

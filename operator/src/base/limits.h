@@ -169,6 +169,8 @@
 #define TERN_BUDGET_MAX_LIMIT        1000000000000000LL /* tokens / micro-USD per window */
 #define TERN_BUDGET_MAX_CONCURRENT   10000       /* concurrentSessions */
 #define TERN_BUDGET_MAX_STARTED      1000000     /* sessionsStarted per window */
+#define TERN_BUDGET_YIELD_CLAIM_MS   60000       /* an idle holder's claim to give its slot up,
+                                                  * if its slot is not released by then */
 #define TERN_BUDGET_TXN_ATTEMPTS     64          /* compare-and-swap rounds before giving up */
 #define TERN_BUDGET_DEFAULT_COMPLETION 4096      /* max_completion_tokens sent under a budget
                                                   * when TERN_MAX_COMPLETION_TOKENS is 0 */

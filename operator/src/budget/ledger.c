@@ -262,6 +262,14 @@ size_t ledger_queue_position(struct ledger_waiter *w, size_t n, const struct led
     return place;
 }
 
+bool ledger_slot_wanted(struct ledger_waiter *w, size_t n, const struct ledger_slots *holders,
+                        int64_t limit, size_t yielding)
+{
+    size_t waiting = 0;
+    ledger_queue_position(w, n, holders, NULL, &waiting);
+    return waiting > yielding && holders && (int64_t)holders->n >= limit;
+}
+
 /* ---- reservations ---------------------------------------------------------- */
 
 void ledger_reservation_done(struct ledger_reservation *r)

@@ -120,6 +120,14 @@ int ledger_waiter_cmp(const struct ledger_waiter *a, const struct ledger_waiter 
 size_t ledger_queue_position(struct ledger_waiter *w, size_t n, const struct ledger_slots *holders,
                              const char *uid, size_t *ret_waiting);
 
+/* Whether a holder should give its slot up: every one of the limit's slots
+ * is held and more sessions that hold none wait than `yielding` other
+ * holders are giving theirs up already (w: the waiters as the cache shows
+ * them, some perhaps admitted since; the holders, from the ledger,
+ * decide). w is sorted in place. */
+bool ledger_slot_wanted(struct ledger_waiter *w, size_t n, const struct ledger_slots *holders,
+                        int64_t limit, size_t yielding);
+
 /* ---- the reservation a journal leaves open --------------------------------- */
 
 /* A budget and the window a reservation counts in. */

@@ -46,9 +46,27 @@ struct budgets {
     /* the test clock */
     int64_t clock_offset;
     int64_t clock_read_at;
+    /* idle holders giving a slot up to a waiter, until their slot is
+     * released (so two holders do not both give one up for one waiter) */
+    struct yielder *yielders;
+    size_t nyielders;
 };
 
+struct yielder {
+    char *ns, *budget, *uid;
+    int64_t until_ms; /* monotonic: a claim not followed through expires */
+};
+
+static void yielder_free(struct yielder *y);
+
 /* ---- small helpers ---------------------------------------------------------- */
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static const char *meta_str(const cJSON *obj, const char *key)
 {
@@ -759,6 +777,9 @@ void budgets_free(struct budgets *b)
     for (size_t i = 0; i < b->nmirror_ns; i++)
         free(b->mirror_ns[i]);
     free(b->mirror_ns);
+    for (size_t i = 0; i < b->nyielders; i++)
+        yielder_free(&b->yielders[i]);
+    free(b->yielders);
     pthread_mutex_destroy(&b->mu);
     free(b->namespace);
     free(b);
@@ -849,6 +870,78 @@ static size_t session_limiting(const struct budgets_session *s, struct bstore_bu
     return n;
 }
 
+/* ---- giving a slot up ------------------------------------------------------------ */
+
+static void yielder_free(struct yielder *y)
+{
+    free(y->ns);
+    free(y->budget);
+    free(y->uid);
+}
+
+/* Drops the claims of uid (all budgets when budget is NULL); b->mu held. */
+static void drop_yields_locked(struct budgets *b, const char *ns, const char *budget,
+                               const char *uid)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < b->nyielders; i++) {
+        struct yielder *y = &b->yielders[i];
+        if (streq(y->ns, ns) && streq(y->uid, uid) && (!budget || streq(y->budget, budget)))
+            yielder_free(y);
+        else
+            b->yielders[k++] = *y;
+    }
+    b->nyielders = k;
+}
+
+/* Whether the holder uid should give its slot of bb up to a waiter: every
+ * slot is held, and more sessions wait than other holders are already
+ * giving theirs up (claims that still hold a slot and have not expired).
+ * Claims it when so. contended: someone waits, but others give up enough;
+ * look again soon (a claim not followed through is dropped). */
+static bool claim_yield(struct budgets *b, const struct bstore_budget *bb, const char *uid,
+                        struct ledger_waiter *w, size_t n, const struct ledger_slots *slots,
+                        bool *contended)
+{
+    int64_t now = mono_ms();
+    pthread_mutex_lock(&b->mu);
+    size_t k = 0, others = 0;
+    for (size_t i = 0; i < b->nyielders; i++) {
+        struct yielder *y = &b->yielders[i];
+        bool mine = streq(y->ns, bb->spec.ns) && streq(y->budget, bb->spec.name);
+        if (mine && (now >= y->until_ms || !ledger_slots_has(slots, y->uid))) {
+            yielder_free(y); /* released, or not followed through */
+            continue;
+        }
+        if (mine && !streq(y->uid, uid))
+            others++;
+        b->yielders[k++] = *y;
+    }
+    b->nyielders = k;
+    bool want = ledger_slot_wanted(w, n, slots, bb->spec.limit[BSPEC_CONCURRENT], others);
+    if (!want && ledger_slot_wanted(w, n, slots, bb->spec.limit[BSPEC_CONCURRENT], 0))
+        *contended = true;
+    drop_yields_locked(b, bb->spec.ns, bb->spec.name, uid);
+    if (want) {
+        b->yielders = xreallocarray(b->yielders, b->nyielders + 1, sizeof *b->yielders);
+        b->yielders[b->nyielders++] =
+            (struct yielder){xstrdup(bb->spec.ns), xstrdup(bb->spec.name), xstrdup(uid),
+                             now + TERN_BUDGET_YIELD_CLAIM_MS};
+    }
+    pthread_mutex_unlock(&b->mu);
+    return want;
+}
+
+void budgets_yield_settle(struct budgets *b, const cJSON *session, bool parked)
+{
+    const char *ns = meta_str(session, "namespace"), *uid = meta_str(session, "uid");
+    if (!b || !ns || !uid || parked)
+        return;
+    pthread_mutex_lock(&b->mu);
+    drop_yields_locked(b, ns, NULL, uid);
+    pthread_mutex_unlock(&b->mu);
+}
+
 int budgets_observe(struct budgets *b, const cJSON *session, const struct observed_journal *j,
                     bool holding, struct budgets_session *ret, struct tern_err *err)
 {
@@ -886,18 +979,20 @@ int budgets_observe(struct budgets *b, const cJSON *session, const struct observ
                 continue;
             struct waiter_scan ws = {.spec = &lim[i].spec, .ns = ns, .skip_uid = uid};
             informer_each(b->cfg.sessions, collect_waiter, &ws);
-            bool wait = ws.n > 0;
+            /* ... and is every slot taken? The ledger, not the cache, says
+             * who holds: a waiter the cache still shows Queued may have
+             * been admitted already, and then nobody waits for this slot */
+            struct bstore_usage u = {0};
+            if (ws.n && (rc = bstore_usage(b->cfg.etcd, &lim[i], &u, err)) == 0)
+                ret->obs.others_waiting =
+                    claim_yield(b, &lim[i], uid, ws.w, ws.n, &u.slots, &ret->yield_contended);
             for (size_t k = 0; k < 2 * ws.n; k++)
                 free(ws.owned[k]);
             free(ws.owned);
             free(ws.w);
-            /* ... and is every slot taken? */
-            struct bstore_usage u = {0};
-            if (wait && (rc = bstore_usage(b->cfg.etcd, &lim[i], &u, err)))
-                goto out;
-            ret->obs.others_waiting =
-                wait && (int64_t)u.slots.n >= lim[i].spec.limit[BSPEC_CONCURRENT];
             bstore_usage_done(&u);
+            if (rc)
+                goto out;
         }
     }
     if (streq(j->outcome, JOURNAL_OUTCOME_BUDGET) && !j->intent_pending &&

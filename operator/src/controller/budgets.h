@@ -90,8 +90,14 @@ struct budgets_session {
     bool *applies;                /* ... and whether it applies to this session */
     char *msg_queue, *msg_exhausted;
     char *queue_budget;
+    bool yield_contended; /* someone waits for a slot it holds, but other
+                           * holders give enough up: look again soon */
 };
 void budgets_session_done(struct budgets_session *s);
+/* After the decision: parked says whether it removed the sandbox pod. A
+ * holder that claimed to give its slot up (obs.others_waiting) and did not
+ * drops the claim, so another can. */
+void budgets_yield_settle(struct budgets *b, const cJSON *session, bool parked);
 
 /* Fills *ret for session (an AgentSession object); holding: it has a
  * sandbox pod or a running turn Job. Returns 0 or an etcd error. */

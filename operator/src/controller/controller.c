@@ -766,6 +766,16 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
             reconcile_decide(&in, &out);
         }
         r = apply(c, kc, session, j, &out, err);
+        if (bs.obs.others_waiting) {
+            bool parked = false;
+            for (size_t i = 0; i < out.nactions; i++)
+                parked = parked || (out.actions[i].kind == RA_DELETE &&
+                                    !strcmp(out.actions[i].resource, "v1/pods"));
+            /* (a pod already going away was given up at an earlier pass) */
+            budgets_yield_settle(c->budgets, session, !r && (parked || in.pod.deleting));
+        }
+        if (bs.yield_contended && (!out.requeue_after || out.requeue_after > 2))
+            out.requeue_after = 2; /* another holder's claim may not be followed through */
         if (!r && bs.nall) {
             bool creates = false;
             for (size_t i = 0; i < out.nactions; i++)
