@@ -2,7 +2,7 @@
 cluster (Local: etcd, the cluster, scripted models, the operator), through
 kubectl and the journal:
 
-  - sessions racing a token budget that allows a few calls: what was spent
+  - twenty sessions racing a token budget that allows a few calls: what was spent
     never passes the limit, the budget's counters equal the sum of the
     journals, the sessions turned away are Queued with BudgetExhausted (no
     pod, no Job) and the budget is used up (the next call would not fit);
@@ -12,6 +12,9 @@ kubectl and the journal:
     operator restart; an idle sandbox gives its slot up to a waiting session;
   - window rollover with the operator's test clock (--test-clock-file):
     a parked session continues in the next window by itself;
+  - a runner SIGKILLed between reserve and settle (its model call in
+    flight): the retried pod releases the reservation on replay and makes
+    the call again, counted once;
   - `kubectl get agentbudgets` shows used/limit per dimension; Events on
     the session and the budget; tern_budget_* metrics.
 
@@ -21,6 +24,7 @@ Run: /usr/bin/python3 tests/integration/test_e2e_budgets.py [name-substring]
 import json
 import os
 import re
+import signal
 import sys
 import time
 import urllib.request
@@ -187,7 +191,7 @@ def scenario_race_a_budget_of_a_few_calls_then_raise_it(t):
     budget(t, "team", ns, {"tokens": limit}, selector={"matchLabels": {"team": "a"}})
     budget(t, "others", ns, {"tokens": 1}, selector={"matchLabels": {"team": "b"}})
     wait_for("the budget's status", lambda: status(get_budget(t, "team", ns)).get("window"), 60)
-    names = ["r%d" % i for i in range(6)]
+    names = ["r%d" % i for i in range(20)]  # twenty sessions race
     for n in names:
         session(t, n, ns, t.base, labels={"team": "a"})
 
@@ -388,12 +392,69 @@ def scenario_window_rollover_with_the_test_clock(t):
         f.write("%d\n" % t.clock_offset)
 
 
+def runner_pids(name):
+    """Host pids of the `tern-runner turn` processes of session `name` (pods
+    are host processes on tern-dev's kubelet and on tern-node)."""
+    pids = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                argv = f.read().split(b"\0")
+            if not argv or not argv[0].endswith(b"tern-runner") or b"turn" not in argv:
+                continue
+            with open("/proc/%s/environ" % p, "rb") as f:
+                env = f.read().split(b"\0")
+            if ("TERN_SESSION=%s" % name).encode() in env:
+                pids.append(int(p))
+        except OSError:
+            continue
+    return pids
+
+
+def scenario_runner_killed_between_reserve_and_settle(t):
+    ns = "kill"
+    namespace(t, ns)
+    # the first request hangs a minute: the runner has reserved and waits
+    base = start_model(t, "model-hang", {"model": "fake-budget", "steps": [
+        {"faults": [{"type": "slow", "ms": 60000}], "reply": {"content": "Done.", "usage": USE}}]})
+    budget(t, "team", ns, {"tokens": 1000000})
+    b = wait_for("the budget's status", lambda: (lambda o: o if status(o).get("window")
+                                                 else None)(get_budget(t, "team", ns)), 60)
+    window = status(b)["window"]["key"]
+    session(t, "killed-mid-call", ns, base)
+    wait_for("a reservation and the call in flight", lambda: counters(
+        t, ns, "team", window).get("reservedTokens", 0) > 0 and [
+        e for e in journal(t, "killed-mid-call", ns) if e["type"] == "budget_reserved"], 120)
+    pids = wait_for("the runner process", lambda: runner_pids("killed-mid-call"), 30)
+    for p in pids:
+        os.kill(p, signal.SIGKILL)
+    s = t.wait_session("killed-mid-call", "Succeeded", lambda s: phase(s) == "Succeeded", 300,
+                       ns=ns)
+    evs = journal(t, "killed-mid-call", ns)
+    eq(sum(e["type"] == "budget_reserved" for e in evs), 2,
+       "reserved again after the crash (the first one released on replay)")
+    eq(sum(e["type"] == "model_response" for e in evs), 1, "one response journaled")
+    c = wait_for("nothing reserved", lambda: (lambda c: c if c.get("reservedTokens") == 0
+                                              else None)(counters(t, ns, "team", window)), 60)
+    tokens, cost = spent(evs)
+    eq((c.get("tokens"), c.get("costMicroUSD"), c.get("calls")), (tokens, cost, 1),
+       "counted once: the counters are the journal's")
+    eq(tokens, USE["total_tokens"], "the call's use")
+    job = t.get_json("job", "killed-mid-call-t1", "-n", ns)
+    eq(job["status"].get("failed", 0) >= 1, True, "the killed runner's pod failed, the Job "
+       "retried it")
+
+
 SCENARIOS = [
     ("race_a_budget_of_a_few_calls_then_raise_it",
      scenario_race_a_budget_of_a_few_calls_then_raise_it),
     ("concurrency_queue_in_creation_order_across_restarts",
      scenario_concurrency_queue_in_creation_order_across_restarts),
     ("window_rollover_with_the_test_clock", scenario_window_rollover_with_the_test_clock),
+    ("runner_killed_between_reserve_and_settle",
+     scenario_runner_killed_between_reserve_and_settle),
 ]
 
 
