@@ -8,13 +8,16 @@ kubectl and the journal:
     pod, no Job) and the budget is used up (the next call would not fit);
   - a raised limit resumes the parked sessions by themselves;
   - a concurrency cap queues new sessions (phase Queued, their place in
-    line in status.queue) and admits them in creation order, also across an
-    operator restart; an idle sandbox gives its slot up to a waiting session;
+    line in status.queue) and admits them in creation order, also across
+    operator restarts (one stopped while all wait, one killed mid-way); an
+    idle sandbox gives its slot up to a waiting session;
   - window rollover with the operator's test clock (--test-clock-file):
     a parked session continues in the next window by itself;
   - a runner SIGKILLed between reserve and settle (its model call in
     flight): the retried pod releases the reservation on replay and makes
     the call again, counted once;
+  - sessionsStarted holds a new session back (Queued, BudgetExhausted
+    SessionsStarted) until the limit is raised; cost counted;
   - `kubectl get agentbudgets` shows used/limit per dimension; Events on
     the session and the budget; tern_budget_* metrics.
 
@@ -342,6 +345,11 @@ def scenario_concurrency_queue_in_creation_order_across_restarts(t):
             if n not in admitted_seen:
                 admitted_seen.append(n)
         return all(phase(now[n]) == "Succeeded" for n in order)
+    # ... and once more, killed, after the first waiter was admitted
+    wait_for("q-c admitted", lambda: progress() is not None and "q-c" in admitted_seen, 400,
+             interval=0.3)
+    t.stop("tern-operator", signal.SIGKILL)
+    t.start_operator(extra=t.operator_extra)
     wait_for("every session Succeeded, two at a time", progress, 400, interval=0.3)
     eq(admitted_seen, order, "the order sessions were admitted in")
     b = get_budget(t, "cap", ns)
@@ -390,6 +398,58 @@ def scenario_window_rollover_with_the_test_clock(t):
     eq(counters(t, ns, "hourly", first).get("calls"), 1, "one in the old")
     with open(t.clock_file, "w") as f:
         f.write("%d\n" % t.clock_offset)
+
+
+def scenario_sessions_started_and_cost(t):
+    ns = "starts"
+    namespace(t, ns)
+    # two starts a day and a dollar: the third session waits for a start;
+    # a raised limit lets it go
+    budget(t, "daily", ns, {"sessionsStarted": 2, "costMicroUSD": 1000000})
+    wait_for("the budget's status", lambda: status(get_budget(t, "daily", ns)).get("window"), 60)
+    for n in ("s1", "s2"):
+        session(t, n, ns, t.base)
+        eq(phase(ended(t, n, ns)), "Succeeded", "%s started and ran" % n)
+    session(t, "s3", ns, t.base)
+    s = t.wait_session("s3", "Queued on sessionsStarted", lambda s: phase(s) == "Queued" and
+                       status(s).get("queue", {}).get("reason") == "SessionsStarted", 90, ns=ns)
+    eq(status(s).get("reason"), "BudgetExhausted", "status.reason")
+    bc = cond(s, "BudgetExhausted")
+    eq((bc.get("status"), bc.get("reason")), ("True", "SessionsStarted"), "the condition")
+    contains(bc.get("message", ""), "AgentBudget daily", "names the budget")
+    eq(t.kubectl("get", "pod", "s3-sandbox", "-n", ns, "--ignore-not-found", "-o",
+                 "name").strip(), "", "no sandbox pod")
+    wait_for("Warning BudgetExhausted on s3", lambda: [
+        x for x in events(t, ns, "s3", "Warning") if x[0] == "BudgetExhausted"], 60)
+    evs = journal(t, "s1", ns) + journal(t, "s2", ns)
+    cost = spent(evs)[1]
+    # dollars with at least two decimals, as exact as the micro-dollars
+    frac = ("%06d" % (cost % 1000000)).rstrip("0").ljust(2, "0")
+    want_cost = "$%d.%s/$1.00" % (cost // 1000000, frac)
+    seen = {}
+
+    def cols_now():
+        seen.update(columns(t, "agentbudgets", "daily", ns))
+        return (seen.get("STARTED"), seen.get("COST"), seen.get("TOKENS"),
+                seen.get("QUEUED")) == ("2/2", want_cost, "-", "1")
+    try:
+        wait_for("STARTED and COST columns", cols_now, 60, interval=0.5)
+    except ternlocal.Failed:
+        raise AssertionError("columns %s, expected STARTED 2/2, COST %s, TOKENS -, QUEUED 1"
+                             % (seen, want_cost))
+    m = metrics(t)
+    eq(metric(m, "tern_budget_used", namespace=ns, budget="daily", dimension="sessionsStarted"),
+       2.0, "tern_budget_used sessionsStarted")
+    eq(metric(m, "tern_budget_used", namespace=ns, budget="daily", dimension="costMicroUSD"),
+       float(cost), "tern_budget_used costMicroUSD")
+    eq((metric(m, "tern_budget_turned_away_total", namespace=ns, budget="daily",
+               reason="SessionsStarted") or 0) >= 1, True, "turned away, counted")
+    t.kubectl("patch", "agentbudget", "daily", "-n", ns, "--type=merge", "-p",
+              json.dumps({"spec": {"limits": {"sessionsStarted": 3}}}))
+    eq(phase(t.wait_session("s3", "Succeeded", lambda s: phase(s) == "Succeeded", 180, ns=ns)),
+       "Succeeded", "s3 started once the limit was raised")
+    wait_for("STARTED 3/3", lambda: columns(t, "agentbudgets", "daily", ns).get(
+        "STARTED") == "3/3", 60)
 
 
 def runner_pids(name):
@@ -455,6 +515,7 @@ SCENARIOS = [
     ("window_rollover_with_the_test_clock", scenario_window_rollover_with_the_test_clock),
     ("runner_killed_between_reserve_and_settle",
      scenario_runner_killed_between_reserve_and_settle),
+    ("sessions_started_and_cost", scenario_sessions_started_and_cost),
 ]
 
 
