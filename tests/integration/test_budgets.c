@@ -389,6 +389,66 @@ TEST_T(reserve_settle_once_and_refuse, 60)
     env_stop(&e);
 }
 
+TEST_T(every_applicable_budget_must_allow, 60)
+{
+    struct env e;
+    etcd_only(&e);
+    /* both apply to a gold session: a roomy one and a tight one */
+    put_budget(&e, "team", "{\"limits\":{\"tokens\":100000}}");
+    put_budget(&e, "gold", "{\"limits\":{\"tokens\":5000},\"selector\":{\"matchLabels\":"
+                           "{\"tier\":\"gold\"}}}");
+    struct bstore_zones *z = bstore_zones_new();
+    struct bstore_budget *b = NULL;
+    size_t n = 0;
+    struct tern_err err = {0};
+    cJSON *labels = cJSON_CreateObject();
+    json_add_string(labels, "tier", "gold");
+    ASSERT_EQ_INT(bstore_load(e.c, z, NS, labels, false, time(NULL), &b, &n, &err), 0);
+    ASSERT_EQ_INT(n, 2);
+    struct ledger_ref refs[2];
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(refs[i].name, sizeof refs[i].name, "%s", b[i].spec.name);
+        snprintf(refs[i].window, sizeof refs[i].window, "%s", b[i].win.key);
+    }
+    size_t gold = strcmp(b[0].spec.name, "gold") == 0 ? 0 : 1, team = 1 - gold;
+    struct ledger_reservation r = {.id = 3, .amount = {4000, 0}, .refs = refs, .nrefs = 2};
+    bool refused = true;
+    struct ledger_refusal why;
+    size_t which = 9;
+    /* the first call fits both: reserved in both, in one txn */
+    ASSERT_EQ_INT(bstore_reserve(e.c, NS, "s1", &r, b, &refused, &why, &which, &err), 0);
+    ASSERT_FALSE(refused);
+    ASSERT_EQ_INT(counters(&e, "team", b[team].win.key).res_tokens, 4000);
+    ASSERT_EQ_INT(counters(&e, "gold", b[gold].win.key).res_tokens, 4000);
+    /* the second fits the team budget but not gold: refused, and the team
+     * budget is not touched either */
+    r.id = 4;
+    ASSERT_EQ_INT(bstore_reserve(e.c, NS, "s2", &r, b, &refused, &why, &which, &err), 0);
+    ASSERT_TRUE(refused);
+    ASSERT_EQ_INT(which, gold);
+    ASSERT_EQ_INT(why.dim, BSPEC_TOKENS);
+    ASSERT_EQ_INT(counters(&e, "team", b[team].win.key).res_tokens, 4000);
+    ASSERT_EQ_INT(counters(&e, "team", b[team].win.key).refused, 0);
+    ASSERT_EQ_INT(counters(&e, "gold", b[gold].win.key).res_tokens, 4000);
+    ASSERT_EQ_INT(counters(&e, "gold", b[gold].win.key).refused, 1);
+    ASSERT_EQ_INT(open_records(&e, "s2"), 0);
+    /* settled: the use lands in both */
+    struct ledger_amount used = {1200, 0};
+    bool settled = false;
+    ASSERT_EQ_INT(bstore_settle(e.c, NS, "s1", 3, &used, &settled, &err), 0);
+    ASSERT_TRUE(settled);
+    for (size_t i = 0; i < 2; i++) {
+        struct ledger_counters c = counters(&e, b[i].spec.name, b[i].win.key);
+        ASSERT_EQ_INT(c.tokens, 1200);
+        ASSERT_EQ_INT(c.res_tokens, 0);
+        ASSERT_EQ_INT(c.calls, 1);
+    }
+    bstore_budgets_free(b, n);
+    cJSON_Delete(labels);
+    bstore_zones_free(z);
+    env_stop(&e);
+}
+
 struct racer {
     struct env *e;
     const struct bstore_budget *b;
