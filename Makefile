@@ -13,6 +13,11 @@
 #   make valgrind   unit tests under valgrind
 #   make demo       the end-to-end demo (see README); CLUSTER=kube runs it on
 #                   the real control plane
+#   make chaos      the chaos campaign's long form (tests/chaos/): 1,000 kill
+#                   points over the process tier, tern-dev and (when make kube
+#                   has run) the real control plane, then a 10,000-turn
+#                   session's journal measured against etcd's quotas; a short
+#                   form runs in make test (tests/integration/test_chaos.py)
 #   make kube       the real Kubernetes control plane (etcd, kube-apiserver,
 #                   kube-controller-manager, kube-scheduler) and helm, built
 #                   from the pinned Go modules of tests/kube/ into build/kube/bin
@@ -56,7 +61,7 @@ REPLAY_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(O)/tests/replay/%)
 BENCH_SRCS := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(O)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all asan fuzz test unit deps lint valgrind demo clean format bench kube images images-deps
+.PHONY: all asan fuzz test unit deps lint valgrind demo clean format bench kube images images-deps chaos
 .DEFAULT_GOAL := all
 
 all: $(ALL_LIBS) $(CMD_BINS) $(FAKE_BINS) $(UNIT_BINS) $(INTEG_BINS) $(REPLAY_BINS) $(BENCH_BINS)
@@ -143,6 +148,15 @@ test: deps images-deps
 
 kube:
 	@tests/kube/build build/kube/bin
+
+# the chaos campaign's long form: its last line is the campaign's verdict
+# (docs/chaos.md); CHAOS_ARGS overrides the kill points and budgets
+CHAOS_ARGS ?= --tier all --kill-points local=700,terndev=150,kube=150 \
+              --budget local=1500,terndev=1800,kube=1800
+chaos: all
+	@if command -v go >/dev/null 2>&1; then tests/kube/build build/kube/bin; fi
+	@TERN_SIZE_TURNS=10000 build/tests/integration/test_journal_size
+	@/usr/bin/python3 tests/chaos/chaos.py $(CHAOS_ARGS)
 
 valgrind: all
 	@tests/run-suites valgrind $(O)

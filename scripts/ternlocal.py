@@ -226,6 +226,35 @@ class Local:
         self.model_addr = line.split()[-1]
         return "http://%s/v1" % self.model_addr
 
+    def start_gitremote(self, token, repo="demo.git", name="gitremote"):
+        """A git HTTP remote that requires token (tests/fakes/gitremote.py):
+        returns the repository's URL; its log (requests, and one line per
+        ref a push updated) is self.dir/<name>.jsonl."""
+        root = os.path.join(self.dir, name)
+        log = os.path.join(self.dir, name + ".jsonl")
+        p = Proc(name, ["/usr/bin/python3", os.path.join(ROOT, "tests", "fakes", "gitremote.py"),
+                        "--root", root, "--repo", repo, "--token", token, "--log", log],
+                 self.logs, stdout_pipe=True)
+        line = p.read_line(20)
+        if not line.startswith("gitremote listening "):
+            p.stop()
+            raise Failed("gitremote said %r" % line)
+        self.procs[name] = p
+        return "http://%s/%s" % (line.split()[-1], repo)
+
+    def start_fakemcp(self, token, *flags, name="fakemcp"):
+        """The scripted MCP server (tests/fakes/fakemcp.py): returns its
+        endpoint URL; its log of every request is self.dir/<name>.jsonl."""
+        log = os.path.join(self.dir, name + ".jsonl")
+        p = Proc(name, ["/usr/bin/python3", os.path.join(ROOT, "tests", "fakes", "fakemcp.py"),
+                        "--token", token, "--log", log, *flags], self.logs, stdout_pipe=True)
+        line = p.read_line(20)
+        if not line.startswith("fakemcp listening "):
+            p.stop()
+            raise Failed("fakemcp said %r" % line)
+        self.procs[name] = p
+        return "http://%s/mcp" % line.split()[-1]
+
     def start_operator(self, name="tern-operator", extra=()):
         argv = [os.path.join(BIN, "tern-operator"), "--kubeconfig", self.kubeconfig,
                 "--etcd-endpoints", self.etcd_url, "--metrics-addr", "127.0.0.1:%d" % free_port(),
@@ -387,6 +416,21 @@ def journal_keys(etcd_url, uid):
                                  headers={"Content-Type": "application/json"})
     out = json.loads(urllib.request.urlopen(req, timeout=10).read())
     return [_unb64(kv["key"]) for kv in out.get("kvs", [])]
+
+
+def read_jsonl(path):
+    """The JSON lines of a fake's log ([] before it exists)."""
+    try:
+        with open(path) as f:
+            return [json.loads(x) for x in f if x.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def mcp_idempotency_key(uid, call_id):
+    """The key the runner sends an MCP server for a call (runner/trusted.h)."""
+    import hashlib
+    return "tern-" + hashlib.sha256(("%s/%s" % (uid, call_id)).encode()).hexdigest()[:32]
 
 
 def sandbox_executions(addr, token):

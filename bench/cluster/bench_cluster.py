@@ -53,6 +53,8 @@ def run(cluster):
         base = t.start_fakellm(os.path.join(ROOT, "examples", "demo-script.json"))
         t.apply_crd()
         t.create_secret("demo-model", "api-key", "not-a-real-key")
+        t.create_secret("demo-git", "token", "not-a-real-git-token")
+        remote = t.start_gitremote("not-a-real-git-token", repo="demo.git")
         t.apply_runner_rbac()
         t.start_operator()
         out["start_s"] = time.monotonic() - t0
@@ -72,7 +74,8 @@ def run(cluster):
         th = threading.Thread(target=sampler)
         th.start()
         with open(os.path.join(ROOT, "examples", "demo.yaml")) as f:
-            manifest = f.read().replace("http://127.0.0.1:0/v1", base)
+            manifest = f.read().replace("http://127.0.0.1:0/v1", base).replace(
+                "http://127.0.0.1:0/demo.git", remote)
         record = os.path.join(t.dir, "model-requests.jsonl")
         t1 = time.monotonic()
         t.kubectl("apply", "-f", "-", input=manifest)

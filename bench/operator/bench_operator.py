@@ -1,8 +1,11 @@
 #!/usr/bin/python3
-"""bench/operator: tern-operator at scale on tern-dev (figures only, asserts
-nothing). Run: /usr/bin/python3 bench/operator/bench_operator.py [N] (default
-10000; `make bench` runs it with TERN_BENCH_SESSIONS or 10000).
+"""bench/operator: tern-operator with N parked sessions, on tern-dev and on the
+real control plane (figures only, asserts nothing).
 
+Run: /usr/bin/python3 bench/operator/bench_operator.py N [--cluster terndev|kube|both]
+(default N 10000, both clusters; `make bench` runs it with TERN_BENCH_SESSIONS).
+
+Per cluster:
 1. N sessions parked waiting for approval: created through the API with their
    journals seeded in etcd (user message, turn started, approval requested,
    turn finished) before the operator starts, so the operator finds them
@@ -12,16 +15,22 @@ nothing). Run: /usr/bin/python3 bench/operator/bench_operator.py [N] (default
    NetworkPolicy: 4 N creates).
 3. Idle: the operator's RSS and CPU over 20 s with nothing changing.
 4. Restart: time to relist and reconcile all N, and the API writes it made
-   (goal: none).
-5. Steady idle after the restart (no first-start echoes left).
-6. One live session with the scripted model: API writes over its lifecycle
-   and the time from `kubectl apply` to the first model request.
+   (goal: none); then the steady idle RSS and CPU after it.
+5. One live session beside them (the scripted model): from `kubectl apply`
+   to the first model request, with the stages of that path as watches see
+   them (the operator's first status, the sandbox pod and the turn Job
+   created, each pod running, the sandbox ready), then to
+   WaitingForApproval and, approved at once, to Completed; the API writes
+   the operator made for it.
 """
 import base64
+import concurrent.futures
 import json
 import os
 import ssl
 import sys
+import tempfile
+import threading
 import time
 import urllib.request
 
@@ -29,25 +38,58 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import ternlocal  # noqa: E402
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("TERN_BENCH_SESSIONS", "10000"))
+NS = "default"
 
 
 class Api:
+    """A tiny client from a kubeconfig: bearer token (tern-dev) or client
+    certificate (the real control plane)."""
+
     def __init__(self, kubeconfig):
         import yaml
         with open(kubeconfig) as f:
             kc = yaml.safe_load(f)
         self.server = kc["clusters"][0]["cluster"]["server"]
         ca = base64.b64decode(kc["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
-        self.token = kc["users"][0]["user"]["token"]
+        user = kc["users"][0]["user"]
         self.ctx = ssl.create_default_context(cadata=ca)
+        self.headers = {"Content-Type": "application/json"}
+        if user.get("token"):
+            self.headers["Authorization"] = "Bearer " + user["token"]
+        else:
+            d = tempfile.mkdtemp(prefix="tern-bench-")
+            cert, key = os.path.join(d, "c.pem"), os.path.join(d, "k.pem")
+            with open(cert, "wb") as f:
+                f.write(base64.b64decode(user["client-certificate-data"]))
+            with open(key, "wb") as f:
+                f.write(base64.b64decode(user["client-key-data"]))
+            self.ctx.load_cert_chain(cert, key)
 
-    def req(self, method, path, body=None, ctype="application/json"):
+    def req(self, method, path, body=None):
         data = json.dumps(body).encode() if body is not None else None
-        r = urllib.request.Request(self.server + path, data=data, method=method, headers={
-            "Authorization": "Bearer " + self.token, "Content-Type": ctype})
-        with urllib.request.urlopen(r, context=self.ctx, timeout=60) as resp:
+        r = urllib.request.Request(self.server + path, data=data, method=method,
+                                   headers=self.headers)
+        with urllib.request.urlopen(r, context=self.ctx, timeout=120) as resp:
             return json.loads(resp.read() or b"null")
+
+    def watch(self, path, on_event, stop):
+        """Streams a watch until stop is set; on_event(type, object)."""
+        while not stop.is_set():
+            try:
+                rv = self.req("GET", path + ("&" if "?" in path else "?") + "limit=1")[
+                    "metadata"]["resourceVersion"]
+                sep = "&" if "?" in path else "?"
+                r = urllib.request.Request(self.server + path + sep +
+                                           "watch=1&timeoutSeconds=60&resourceVersion=" + rv,
+                                           headers=self.headers)
+                with urllib.request.urlopen(r, context=self.ctx, timeout=90) as resp:
+                    for line in resp:
+                        if stop.is_set():
+                            return
+                        e = json.loads(line)
+                        on_event(e["type"], e["object"])
+            except Exception:  # a stream that ends or fails: open it again
+                time.sleep(0.05)
 
 
 def b64(s):
@@ -75,12 +117,12 @@ def seed_journal(etcd, uid, now):
     puts.append({"request_put": {"key": b64(pre + "sum"), "value": b64(json.dumps(summ))}})
     body = json.dumps({"success": puts}).encode()
     urllib.request.urlopen(urllib.request.Request(etcd + "/v3/kv/txn", data=body, headers={
-        "Content-Type": "application/json"}), timeout=30).read()
+        "Content-Type": "application/json"}), timeout=60).read()
 
 
-def metrics(t, name):
-    port = t.metrics_port
-    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode()
+def metrics(t):
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % t.metrics_port,
+                                  timeout=10).read().decode()
     out = {}
     for line in text.splitlines():
         if line.startswith("#") or not line.strip():
@@ -96,7 +138,7 @@ def proc_stats(pid):
     ticks = os.sysconf("SC_CLK_TCK")
     cpu = (int(parts[11]) + int(parts[12])) / ticks
     with open("/proc/%d/status" % pid) as f:
-        rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+        rss = next(int(x.split()[1]) for x in f if x.startswith("VmRSS:"))
     return cpu, rss
 
 
@@ -105,107 +147,176 @@ def start_operator(t, name):
     return t.start_operator(name, extra=("--metrics-addr", "127.0.0.1:%d" % t.metrics_port))
 
 
-def main():
-    print("bench/operator: %d parked sessions" % N, flush=True)
-    with ternlocal.Local() as t:
+WAITING = 'tern_sessions{phase="WaitingForApproval"}'
+
+
+def measure_idle(t, op, what, n):
+    cpu0, _ = proc_stats(op.p.pid)
+    m0 = metrics(t)
+    time.sleep(20)  # a measurement window, not synchronisation
+    cpu1, rss = proc_stats(op.p.pid)
+    m1 = metrics(t)
+    per = " (%.1f KiB per session)" % (rss / n) if n else ""
+    print("  %s: RSS %.1f MiB%s, CPU %.2f%% of one core over 20 s, %d reconciles, %d API writes"
+          % (what, rss / 1024, per, (cpu1 - cpu0) / 20 * 100,
+             m1.get("tern_reconciles_total", 0) - m0.get("tern_reconciles_total", 0),
+             m1.get("tern_api_writes_total", 0) - m0.get("tern_api_writes_total", 0)), flush=True)
+    return rss, (cpu1 - cpu0) / 20 * 100
+
+
+def live_session(t, api, base, remote, n):
+    """One session from kubectl apply to Completed, with the stages of the
+    path to its first model request."""
+    rec = os.path.join(t.dir, "model-requests.jsonl")
+    size0 = os.path.getsize(rec) if os.path.exists(rec) else 0
+    seen = {}
+    stop = threading.Event()
+    t0 = [None]
+
+    def mark(stage):
+        if stage not in seen and t0[0] is not None:
+            seen[stage] = time.monotonic() - t0[0]
+
+    def on_session(_ty, o):
+        if o["metadata"]["name"] == "live" and (o.get("status") or {}).get("phase"):
+            mark("operator wrote its first status")
+
+    def on_pod(_ty, o):
+        name = o["metadata"]["name"]
+        st = o.get("status") or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in st.get("conditions", []))
+        if name == "live-sandbox":
+            mark("sandbox pod created")
+            if st.get("phase") == "Running":
+                mark("sandbox pod running")
+            if ready:
+                mark("sandbox ready (probe passed)")
+        elif name.startswith("live-t1-"):
+            mark("runner pod created")
+            if st.get("phase") == "Running":
+                mark("runner pod running")
+
+    def on_job(_ty, o):
+        if o["metadata"]["name"] == "live-t1":
+            mark("turn Job created")
+    threads = [threading.Thread(target=api.watch, args=(p, f, stop), daemon=True) for p, f in [
+        ("/apis/tern.dev/v1alpha1/namespaces/%s/agentsessions?fieldSelector=metadata.name%%3Dlive"
+         % NS, on_session),
+        ("/api/v1/namespaces/%s/pods" % NS, on_pod),
+        ("/apis/batch/v1/namespaces/%s/jobs" % NS, on_job)]]
+    for th in threads:
+        th.start()
+    time.sleep(1)  # the watches open (not synchronisation of the measured path)
+    man = open(os.path.join(ternlocal.ROOT, "examples", "demo.yaml")).read().replace(
+        "http://127.0.0.1:0/v1", base).replace("demo-model", "model").replace(
+        "name: demo\n", "name: live\n").replace("http://127.0.0.1:0/demo.git", remote)
+    w_before = metrics(t).get("tern_api_writes_total", 0)
+    t0[0] = time.monotonic()
+    t.kubectl("apply", "-f", "-", input=man)
+    mark("kubectl apply returned")
+    try:
+        ternlocal.wait_for("first model request", lambda: os.path.exists(rec) and
+                           os.path.getsize(rec) > size0, 600, interval=0.005)
+        to_model = time.monotonic() - t0[0]
+        s = t.wait_session("live", "approval", lambda s: ternlocal.phase(s) ==
+                           "WaitingForApproval", 600)
+        to_approval = time.monotonic() - t0[0]
+        t.kubectl("annotate", "agentsession", "live",
+                  "tern.dev/approve=" + s["status"]["pendingApproval"]["id"])
+        t.wait_session("live", "done", lambda s: ternlocal.condition(s, "Completed") == "True", 600)
+        to_done = time.monotonic() - t0[0]
+    except ternlocal.Failed as e:
+        print("  one live session did not finish: %s" % e, flush=True)
+        stop.set()
+        return None
+    stop.set()
+    w_after = metrics(t).get("tern_api_writes_total", 0)
+    print("  one live session beside %d parked: from kubectl apply %.2f s to the first model "
+          "request, %.2f s to WaitingForApproval, %.2f s to Completed (approved at once); "
+          "%d API writes by the operator" % (n, to_model, to_approval, to_done,
+                                              w_after - w_before), flush=True)
+    seen["first model request"] = to_model
+    for stage, at in sorted(seen.items(), key=lambda kv: kv[1]):
+        if at <= to_model + 1e-9:
+            print("      %6.3f s  %s" % (at, stage), flush=True)
+    return to_model
+
+
+def run(cluster, n):
+    print("bench/operator on %s: %d parked sessions" % (cluster, n), flush=True)
+    with ternlocal.Local(cluster=cluster) as t:
         t.start_etcd()
-        t.start_terndev()
+        t.start_cluster()
         base = t.start_fakellm(os.path.join(ternlocal.ROOT, "examples", "demo-script.json"))
         t.apply_crd()
         t.apply_runner_rbac()
         t.create_secret("model", "api-key", "bench")
+        t.create_secret("demo-git", "token", "not-a-real-git-token")
+        remote = t.start_gitremote("not-a-real-git-token", repo="demo.git")
         api = Api(t.kubeconfig)
         now = time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime())
         t0 = time.monotonic()
-        for i in range(N):
-            s = api.req("POST", "/apis/tern.dev/v1alpha1/namespaces/default/agentsessions", {
+
+        def make(i):
+            s = api.req("POST", "/apis/tern.dev/v1alpha1/namespaces/%s/agentsessions" % NS, {
                 "apiVersion": "tern.dev/v1alpha1", "kind": "AgentSession",
                 "metadata": {"name": "parked-%05d" % i},
                 "spec": {"objective": "bench", "approval": {"timeoutSeconds": 2592000}}})
             seed_journal(t.etcd_url, s["metadata"]["uid"], now)
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            list(ex.map(make, range(n)))
         print("  setup: %d sessions created and journals seeded in %.1f s" %
-              (N, time.monotonic() - t0), flush=True)
+              (n, time.monotonic() - t0), flush=True)
 
-        key = 'tern_sessions{phase="WaitingForApproval"}'
         t0 = time.monotonic()
         op = start_operator(t, "tern-operator")
-        ternlocal.wait_for("all parked", lambda: metrics(t, key).get(key, 0) >= N,
-                           max(600, N / 5), interval=1)
+        ternlocal.wait_for("all parked", lambda: metrics(t).get(WAITING, 0) >= n,
+                           max(600, n / 5), interval=0.25)
         first = time.monotonic() - t0
-        m = metrics(t, key)
+        m = metrics(t)
         print("  first start: %d sessions reconciled to WaitingForApproval in %.1f s "
               "(%d reconciles, %d API writes: children and status)" %
-              (N, first, m.get("tern_reconciles_total", 0), m.get("tern_api_writes_total", 0)),
+              (n, first, m.get("tern_reconciles_total", 0), m.get("tern_api_writes_total", 0)),
               flush=True)
-
-        cpu0, _ = proc_stats(op.p.pid)
-        w0 = metrics(t, key).get("tern_status_writes_total", 0)
-        time.sleep(20)  # a measurement window, not synchronisation
-        cpu1, rss = proc_stats(op.p.pid)
-        w1 = metrics(t, key).get("tern_status_writes_total", 0)
-        print("  idle: RSS %.1f MiB (%.1f KiB per session), CPU %.2f%% of one core over 20 s, "
-              "%d status writes" % (rss / 1024, rss / N, (cpu1 - cpu0) / 20 * 100, w1 - w0),
-              flush=True)
+        measure_idle(t, op, "idle", n)
 
         t.stop("tern-operator")
         t0 = time.monotonic()
         op = start_operator(t, "tern-operator")
-        ternlocal.wait_for("relisted", lambda: metrics(t, key).get(
-            "tern_reconciles_total", 0) >= N, max(600, N / 5), interval=0.5)
+        ternlocal.wait_for("relisted", lambda: metrics(t).get("tern_reconciles_total", 0) >= n,
+                           max(600, n / 5), interval=0.1)
         relist = time.monotonic() - t0
-        m = metrics(t, key)
-        print("  restart: relist + reconcile of %d sessions in %.1f s; API writes when nothing "
+        m = metrics(t)
+        print("  restart: relist + reconcile of %d sessions in %.2f s; API writes when nothing "
               "changed: %d (%d status), %d errors" %
-              (N, relist, m.get("tern_api_writes_total", 0), m.get("tern_status_writes_total", 0),
+              (n, relist, m.get("tern_api_writes_total", 0), m.get("tern_status_writes_total", 0),
                m.get("tern_reconcile_errors_total", 0)), flush=True)
 
-        # the initial list enqueues each session once per informer that sees
-        # one of its objects (5): wait until those echoes are done
         def quiet():
-            a = metrics(t, key).get("tern_reconciles_total", 0)
+            a = metrics(t).get("tern_reconciles_total", 0)
             time.sleep(3)
-            return metrics(t, key).get("tern_reconciles_total", 0) == a
+            return metrics(t).get("tern_reconciles_total", 0) == a
         ternlocal.wait_for("the queue to drain", quiet, 600, interval=0)
-        cpu0, _ = proc_stats(op.p.pid)
-        r0 = metrics(t, key).get("tern_reconciles_total", 0)
-        time.sleep(20)  # a measurement window, not synchronisation
-        cpu1, rss = proc_stats(op.p.pid)
-        r1 = metrics(t, key).get("tern_reconciles_total", 0)
-        print("  steady idle after the restart: RSS %.1f MiB, CPU %.2f%% of one core over 20 s, "
-              "%d reconciles in that window" % (rss / 1024, (cpu1 - cpu0) / 20 * 100, r1 - r0),
-              flush=True)
+        measure_idle(t, op, "steady idle after the restart", n)
+        live_session(t, api, base, remote, n)
 
-        w_before = m.get("tern_api_writes_total", 0)
-        rec = os.path.join(t.dir, "model-requests.jsonl")
-        size0 = os.path.getsize(rec) if os.path.exists(rec) else 0
-        man = open(os.path.join(ternlocal.ROOT, "examples", "demo.yaml")).read().replace(
-            "http://127.0.0.1:0/v1", base).replace("demo-model", "model")
-        t0 = time.monotonic()
-        t.kubectl("apply", "-f", "-", input=man)
-        ternlocal.wait_for("first model request", lambda: os.path.exists(rec) and
-                           os.path.getsize(rec) > size0, 600, interval=0.01)
-        to_model = time.monotonic() - t0
-        # later stages wait on tern-dev's controllers and kubelet, which
-        # relist everything each pass: report how long they took, or that
-        # they did not finish, instead of failing the bench
-        try:
-            s = t.wait_session("demo", "approval", lambda s: ternlocal.phase(s) ==
-                               "WaitingForApproval", 600)
-            to_approval = time.monotonic() - t0
-            t.kubectl("annotate", "agentsession", "demo",
-                      "tern.dev/approve=" + s["status"]["pendingApproval"]["id"])
-            t.wait_session("demo", "done", lambda s: ternlocal.condition(s, "Completed") == "True",
-                           600)
-        except ternlocal.Failed as e:
-            print("  one session: %.2f s from kubectl apply to the first model request; then %s"
-                  % (to_model, e), flush=True)
-            return
-        to_done = time.monotonic() - t0
-        w_after = metrics(t, key).get("tern_api_writes_total", 0)
-        print("  one session: from kubectl apply %.2f s to the first model request, %.2f s to "
-              "WaitingForApproval, %.2f s to Completed (approved at once); %d API writes by the "
-              "operator over its life (2 turns, 1 approval)" %
-              (to_model, to_approval, to_done, w_after - w_before), flush=True)
+
+def main():
+    import argparse
+    ap = argparse.ArgumentParser(prog="bench_operator.py")
+    ap.add_argument("n", nargs="?", type=int,
+                    default=int(os.environ.get("TERN_BENCH_SESSIONS", "10000")))
+    ap.add_argument("--cluster", choices=["terndev", "kube", "both"], default="both")
+    a = ap.parse_args()
+    import kubecluster
+    for c in (["terndev", "kube"] if a.cluster == "both" else [a.cluster]):
+        if c == "kube" and kubecluster.missing_binaries():
+            print("bench/operator on kube: skipped, the real control plane is not built "
+                  "(make kube)")
+            continue
+        run(c, a.n)
+
 
 if __name__ == "__main__":
     main()

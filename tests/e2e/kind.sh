@@ -8,7 +8,10 @@
 # Steps: build the tern and sandbox images (make images: OCI archives, no
 # Docker needed for that part), load them into kind, helm install
 # charts/tern, run the scripted model server in the cluster, apply the demo
-# session, approve its `git push`, wait for Completed, collect logs.
+# session with a git remote in the cluster (tests/fakes/gitremote.py in the
+# python sandbox image, which has git and python3), approve its
+# publish_branch, wait for Completed, check the remote has the branch,
+# collect logs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CLUSTER=${CLUSTER:-tern-e2e}
@@ -69,10 +72,42 @@ spec: {selector: {app: fake-model}, ports: [{port: 8000}]}
 YAML
 kubectl rollout status deploy/fake-model --timeout=120s
 kubectl create secret generic demo-model --from-literal=api-key=not-a-real-key
+
+echo "== the git remote (requires the token of Secret demo-git)"
+git_token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+kubectl create secret generic demo-git --from-literal=token="$git_token"
+kubectl create configmap git-remote --from-file=gitremote.py=tests/fakes/gitremote.py
+kubectl apply -f - <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: git-remote}
+spec:
+  selector: {matchLabels: {app: git-remote}}
+  template:
+    metadata: {labels: {app: git-remote}}
+    spec:
+      containers:
+      - name: git
+        image: ghcr.io/tern-dev/tern-sandbox-python:$TAG
+        imagePullPolicy: Never
+        command: [sh, -c, 'exec python3 /app/gitremote.py --listen 0.0.0.0:8080 --root /tmp/git
+                  --repo demo.git --token "\$TOKEN" --log /tmp/git.log']
+        env: [{name: TOKEN, valueFrom: {secretKeyRef: {name: demo-git, key: token}}}]
+        volumeMounts: [{name: app, mountPath: /app}]
+      volumes: [{name: app, configMap: {name: git-remote}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: git-remote}
+spec: {selector: {app: git-remote}, ports: [{port: 8080}]}
+YAML
+kubectl rollout status deploy/git-remote --timeout=120s
 kubectl apply -f deploy/runner-rbac.yaml
 
 echo "== the demo session"
-sed "s#http://127.0.0.1:0/v1#http://fake-model.default.svc:8000/v1#" examples/demo.yaml | kubectl apply -f -
+sed -e "s#http://127.0.0.1:0/v1#http://fake-model.default.svc:8000/v1#" \
+    -e "s#http://127.0.0.1:0/demo.git#http://git-remote.default.svc:8080/demo.git#" \
+    examples/demo.yaml | kubectl apply -f -
 kubectl wait --for=jsonpath='{.status.phase}'=WaitingForApproval agentsession/demo --timeout=300s
 id=$(kubectl get agentsession demo -o jsonpath='{.status.pendingApproval.id}')
 kubectl annotate agentsession demo "tern.dev/approve=$id" \
@@ -80,4 +115,6 @@ kubectl annotate agentsession demo "tern.dev/approve=$id" \
 kubectl wait --for=condition=Completed agentsession/demo --timeout=300s
 kubectl get agentsessions
 kubectl get agentsession demo -o jsonpath='{.status.result.summary}{"\n"}'
+echo "== the remote has the branch"
+kubectl exec deploy/git-remote -- git --git-dir /tmp/git/demo.git rev-parse refs/heads/fix
 echo "== kind e2e passed"

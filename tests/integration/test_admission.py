@@ -200,7 +200,12 @@ def policy_cases(r, full=True):
                                       "system:serviceaccounts:" + SYS_NS], "s1")
     eq(code, 200, "the operator's service account: %s" % json.dumps(st)[:300])
     r.clear("s1")
-    # kubectl tern approve by a member with a kubeconfig of their own
+    # kubectl tern approve by a member with a kubeconfig of their own; it
+    # answers only the pending approval the status shows (written here as the
+    # operator would: no operator runs in this suite)
+    t.kubectl("patch", "agentsession", "s1", "-n", NS, "--subresource=status", "--type=merge",
+              "-p", json.dumps({"status": {"pendingApproval": {"id": "ap-7", "tool": "bash",
+                                                               "summary": "make deploy"}}}))
     alice = t.kube.user_kubeconfig("alice", (GROUP,))
     env = dict(os.environ, HOME=t.home, KUBECONFIG=alice,
                PATH=ternlocal.BIN + ":" + os.environ.get("PATH", "/usr/bin:/bin"))

@@ -101,7 +101,10 @@ def scenario_sandbox_deleted_mid_session(t):
               '{"spec":{"messages":["once more"]}}')
     t.wait_session("sbx", "turn 2 completed", lambda s: (s["status"].get("turn") or {}).get(
         "number") == 2 and condition(s, "Completed") == "True", 180)
-    eq(t.session("sbx")["status"]["sandbox"]["ready"], True, "the sandbox is back")
+    # (the turn may end before the new pod's readiness probe has passed: the
+    # runner connects as soon as tern-sandboxd answers)
+    t.wait_session("sbx", "the sandbox back and ready", lambda s: s["status"]["sandbox"].get(
+        "ready") is True, 60)
     eq(sandbox_get(t, "sbx", "output/after.md"), before, "workspace intact")
     eq(sandbox_get(t, "sbx", "working/count.txt").strip(), "ran", "nothing re-ran")
 

@@ -239,6 +239,54 @@ TEST(leases_and_keeper)
     etcd_fixture_stop(&fx);
 }
 
+TEST_T(keeper_budget_outlasts_an_outage_longer_than_the_ttl, 60)
+{
+    struct etcd *c = start();
+    struct tern_err e = {0};
+    int64_t id = 0;
+    ASSERT_OK(etcd_lease_grant(c, 1, 0, &id, NULL, &e));
+    struct etcd_keeper *k = NULL, *plain = NULL;
+    ASSERT_OK(etcd_keeper_start_budget(c, id, 1, 20000, &k, &e));
+    int64_t id2 = 0;
+    ASSERT_OK(etcd_lease_grant(c, 1, 0, &id2, NULL, &e));
+    ASSERT_OK(etcd_keeper_start(c, id2, 1, &plain, &e));
+    /* etcd away for 2.5 TTLs: the plain keeper gives up after one TTL, the
+     * budgeted one keeps trying, and etcd renews the lease on its return */
+    ASSERT_OK(etcd_fixture_kill(&fx));
+    for (int i = 0; i < 1000 && !etcd_keeper_lost(plain); i++) {
+        struct timespec t = {0, 10000000};
+        nanosleep(&t, NULL);
+    }
+    ASSERT_TRUE(etcd_keeper_lost(plain));
+    struct timespec outage = {1, 500000000};
+    nanosleep(&outage, NULL);
+    ASSERT_FALSE(etcd_keeper_lost(k));
+    if (etcd_fixture_restart(&fx, &e))
+        th_fail(__FILE__, __LINE__, "etcd restart: %s", e.msg);
+    int64_t left = 0;
+    int r = -1;
+    for (int i = 0; i < 500 && (r = etcd_lease_ttl(c, id, &left, NULL, &e)) != 0; i++) {
+        struct timespec t = {0, 10000000};
+        nanosleep(&t, NULL);
+    }
+    ASSERT_OK(r);
+    struct timespec two = {2, 0};
+    nanosleep(&two, NULL); /* two TTLs with etcd back: still refreshed */
+    ASSERT_FALSE(etcd_keeper_lost(k));
+    ASSERT_OK(etcd_lease_ttl(c, id, &left, NULL, &e));
+    /* a lease that is gone is lost at once, budget or not */
+    ASSERT_OK(etcd_lease_revoke(c, id, &e));
+    for (int i = 0; i < 500 && !etcd_keeper_lost(k); i++) {
+        struct timespec t = {0, 10000000};
+        nanosleep(&t, NULL);
+    }
+    ASSERT_TRUE(etcd_keeper_lost(k));
+    etcd_keeper_stop(k);
+    etcd_keeper_stop(plain);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
 /* ---- watch ---- */
 
 struct wctx {

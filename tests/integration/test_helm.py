@@ -77,9 +77,25 @@ class Run:
         return r.returncode, r.stdout, err
 
     def install(self, *extra):
-        return self.helm("install", "tern", CHART, "-n", SYS_NS, "--create-namespace",
-                         "-f", VALUES, "--set", "etcd.external.endpoints=" + self.t.etcd_url,
-                         "--wait", "--timeout", "180s", *extra)
+        try:
+            return self.helm("install", "tern", CHART, "-n", SYS_NS, "--create-namespace",
+                             "-f", VALUES, "--set", "etcd.external.endpoints=" + self.t.etcd_url,
+                             "--wait", "--timeout", "180s", *extra)
+        except AssertionError as e:
+            raise AssertionError("%s\n%s" % (e, self.what_the_cluster_shows())) from None
+
+    def what_the_cluster_shows(self):
+        """What a user would look at when helm --wait times out."""
+        out = []
+        for args in (("get", "pods,jobs,deployments", "-A", "-o", "wide"),
+                     ("get", "events", "-A", "--sort-by=.lastTimestamp"),
+                     ("describe", "pods", "-n", SYS_NS),
+                     ("logs", "-n", SYS_NS, "-l", "app.kubernetes.io/component=operator",
+                      "--tail=40")):
+            r = subprocess.run([ternlocal.KUBECTL, "--kubeconfig", self.t.kubeconfig, *args],
+                               capture_output=True, text=True, timeout=60)
+            out.append("$ kubectl %s\n%s%s" % (" ".join(args), r.stdout[-6000:], r.stderr[-2000:]))
+        return "\n".join(out)
 
     def operator_pods(self):
         pods = self.t.get_json("pods", "-n", SYS_NS, "-l",

@@ -1141,6 +1141,11 @@ TEST_T(runner_runs_as_the_turn_job_and_prints_its_usage, 120)
     json_add_string(cJSON_AddObjectToObject(key, "metadata"), "name", "demo-model");
     json_add_string(cJSON_AddObjectToObject(key, "stringData"), "api-key", "not-a-real-key");
     cJSON_AddItemToArray(objs, key);
+    cJSON *gitkey = cJSON_CreateObject(); /* the demo's publish remote's token */
+    json_add_string(gitkey, "kind", "Secret");
+    json_add_string(cJSON_AddObjectToObject(gitkey, "metadata"), "name", "demo-git");
+    json_add_string(cJSON_AddObjectToObject(gitkey, "stringData"), "token", "not-a-real-token");
+    cJSON_AddItemToArray(objs, gitkey);
     cJSON *job = children_turn_job(s, &children_cfg, 1, NULL);
     const cJSON *tmpl = json_get(json_get(job, "spec"), "template");
     const cJSON *podspec = json_get(tmpl, "spec");
@@ -1168,6 +1173,22 @@ TEST_T(runner_runs_as_the_turn_job_and_prints_its_usage, 120)
     rc = ctr_run(bundle, "bare", 60000, &out, &err);
     ASSERT_EQ_INT(rc, CHILDREN_RUNNER_EXIT_CONFIG);
     ASSERT_CONTAINS(err, "usage: tern-runner turn | copy --from ADDR --to ADDR");
+    free(out);
+    free(err);
+
+    /* git, for publish_branch (pushed from the runner pod), and the
+     * remote's token where the runner reads it */
+    const char *git[] = {"sh", "-c",
+                         "git --version && cat /var/run/tern/trusted/publish/origin/token && "
+                         "touch /tmp/w",
+                         NULL};
+    set_args(cfg, git);
+    bundle_save(bundle, cfg);
+    rc = ctr_run(bundle, "git", 60000, &out, &err);
+    if (rc != 0)
+        th_fail(__FILE__, __LINE__, "git in the runner container: exit %d: %s", rc, err);
+    ASSERT_CONTAINS(out, "git version");
+    ASSERT_CONTAINS(out, "not-a-real-token");
     free(out);
     free(err);
     cJSON_Delete(cfg);

@@ -620,7 +620,20 @@ static int keep_data(void *ctx, const struct journal_event *ev)
     return 0;
 }
 
-TEST(oversize_event_chunked_and_truncation)
+struct keep_last {
+    char *content;
+};
+
+static int keep_last_fn(void *ctx, const struct journal_event *ev)
+{
+    struct keep_last *k = ctx;
+    const cJSON *c = json_get(ev->data, "content");
+    free(k->content);
+    k->content = cJSON_IsString(c) ? xstrdup(c->valuestring) : NULL;
+    return 0;
+}
+
+TEST_T(oversize_event_chunked_and_truncation, 90)
 {
     struct etcd *c = start();
     struct tern_err e = {0};
@@ -646,6 +659,54 @@ TEST(oversize_event_chunked_and_truncation)
     ASSERT_EQ_INT(strlen(got), strlen(want));
     ASSERT_TRUE(strcmp(got, want) == 0);
     free(got);
+    /* the head carries the data's hash; a chunk that changed is refused */
+    struct etcd_kv *head = NULL;
+    ASSERT_OK(etcd_get(c, "/tern/v1/s/big/ev/0000000000000002", &head, NULL, &e));
+    ASSERT_CONTAINS(head->value, "\"sha256\":\"");
+    cJSON *hj = cJSON_Parse(head->value);
+    const char *cid = json_get(json_get(hj, "chunks"), "id")->valuestring;
+    char *ck = xasprintf("/tern/v1/s/big/ch/0000000000000002/%s/0001", cid);
+    struct etcd_kv *chunk = NULL;
+    ASSERT_OK(etcd_get(c, ck, &chunk, NULL, &e));
+    char *bad = xmemdup(chunk->value, chunk->value_len + 1);
+    bad[10] = bad[10] == 'a' ? 'b' : 'a';
+    struct etcd_put_resp pr;
+    ASSERT_OK(etcd_put(c, &(struct etcd_put_req){.key = ck, .value = bad,
+                                                 .value_len = chunk->value_len}, &pr, &e));
+    etcd_put_resp_done(&pr);
+    ASSERT_EQ_INT(journal_replay(k, 1, NULL, NULL, NULL, &e), TERN_EPARSE);
+    ASSERT_CONTAINS(e.msg, "sha256");
+    ASSERT_OK(etcd_put(c, &(struct etcd_put_req){.key = ck, .value = chunk->value,
+                                                 .value_len = chunk->value_len}, &pr, &e));
+    etcd_put_resp_done(&pr);
+    ASSERT_OK(journal_replay(k, 1, NULL, NULL, NULL, &e));
+    free(bad);
+    free(ck);
+    cJSON_Delete(hj);
+    etcd_kv_free(chunk);
+    etcd_kv_free(head);
+
+    /* just under TERN_JOURNAL_MAX_DATA: written in 40-odd chunk requests,
+     * read back in pages (one reply could not hold its base64) */
+    size_t nn = TERN_JOURNAL_MAX_DATA - 1024;
+    char *near = xmalloc(nn + 1);
+    for (size_t i = 0; i < nn; i++)
+        near[i] = (char)('A' + i % 26);
+    near[nn] = 0;
+    cJSON *nd = cJSON_CreateObject();
+    json_add_string(nd, "content", near);
+    ASSERT_OK(journal_append(
+        j, &(struct journal_append_req){.type = JOURNAL_EV_MODEL_RESPONSE, .data = nd}, &seq, &e));
+    struct journal *k2 = jopen(c, "big");
+    struct keep_last kl = {0};
+    ASSERT_OK(journal_replay(k2, seq, keep_last_fn, &kl, NULL, &e));
+    ASSERT_NOT_NULL(kl.content);
+    ASSERT_EQ_INT(strlen(kl.content), nn);
+    ASSERT_TRUE(memcmp(kl.content, near, nn) == 0);
+    free(kl.content);
+    journal_free(k2);
+    cJSON_Delete(nd);
+    free(near);
 
     /* past TERN_JOURNAL_MAX_DATA: refused, nothing written; truncation
      * leaves an explicit marker */
@@ -662,15 +723,15 @@ TEST(oversize_event_chunked_and_truncation)
     cJSON *tr = journal_truncate_data(huge, 0);
     ASSERT_OK(journal_append(
         j, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_RESULT, .data = tr}, &seq, &e));
-    ASSERT_EQ_INT(seq, 4);
+    ASSERT_EQ_INT(seq, 5);
     ASSERT_TRUE(cJSON_IsTrue(json_get(tr, "truncated")));
     cJSON_Delete(tr);
     cJSON_Delete(huge);
 
     /* a fork copies the chunks with the head; a tail reassembles them */
     uint64_t copied = 0;
-    ASSERT_OK(journal_copy_until(c, "big", "bigfork", 4, &copied, &e));
-    ASSERT_EQ_INT(copied, 4);
+    ASSERT_OK(journal_copy_until(c, "big", "bigfork", 5, &copied, &e));
+    ASSERT_EQ_INT(copied, 5);
     struct journal *f = jopen(c, "bigfork");
     got = NULL;
     ASSERT_OK(journal_replay(f, 1, keep_data, &got, NULL, &e));
@@ -679,9 +740,9 @@ TEST(oversize_event_chunked_and_truncation)
     free(got);
     got = NULL;
     struct collect *col = new_collect();
-    col->stop_at = 4;
+    col->stop_at = 5;
     ASSERT_EQ_INT(journal_tail(f, 1, collect_fn, col, NULL, &e), 7);
-    ASSERT_EQ_INT(col->n, 4);
+    ASSERT_EQ_INT(col->n, 5);
     journal_free(f);
     cJSON_Delete(d);
     free(want);

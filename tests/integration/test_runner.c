@@ -198,7 +198,15 @@ static int collect(void *ctx, const struct journal_event *ev)
     return 0;
 }
 
+static void read_journal_from(struct env *e, const char *uid, uint64_t from, struct evs *v);
+
 static void read_journal(struct env *e, const char *uid, struct evs *v)
+{
+    read_journal_from(e, uid, 1, v);
+}
+
+/* From seq from (JOURNAL_FROM_SNAPSHOT: the latest snapshot). */
+static void read_journal_from(struct env *e, const char *uid, uint64_t from, struct evs *v)
 {
     struct tern_err err = {0};
     const char *eps[] = {e->etcd.url};
@@ -207,7 +215,7 @@ static void read_journal(struct env *e, const char *uid, struct evs *v)
     struct journal *j = NULL;
     memset(v, 0, sizeof *v);
     if (etcd_new(&ec, &c, &err) || journal_open(c, uid, NULL, &j, &err) ||
-        journal_replay(j, 1, collect, v, NULL, &err))
+        journal_replay(j, from, collect, v, NULL, &err))
         th_fail(__FILE__, __LINE__, "journal %s: %s", uid, err.msg);
     journal_free(j);
     etcd_free(c);
@@ -809,5 +817,507 @@ TEST_T(etcd_briefly_unavailable, 90)
     ASSERT_EQ_STR(answer(&v), "survived");
     assert_steps_once(&v, 2);
     evs_done(&v);
+    env_stop(&e);
+}
+
+/* ---- crashes at the narrow moments (issue 25) -------------------------- */
+
+/* Starts tern-sandboxd again on the same address and workspace. */
+static void sandboxd_restart(struct env *e)
+{
+    char bin[300], log[300], addr[256];
+    struct tern_err err = {0};
+    snprintf(addr, sizeof addr, "%s", e->sbx.addr);
+    snprintf(bin, sizeof bin, "%s/bin/tern-sandboxd", proc_build_dir());
+    snprintf(log, sizeof log, "%s/sandboxd.log", e->dir);
+    char *sargv[] = {bin, "--listen", addr, "--token-file", e->token, "--workspace", e->ws,
+                     "--log-level", "warn", NULL};
+    long long deadline = now_ms() + 10000;
+    /* the old socket may linger for a moment */
+    while (proc_start_server(&e->sbx, sargv, "ready addr=", log, 10000, &err) != 0) {
+        if (now_ms() > deadline)
+            th_fail(__FILE__, __LINE__, "sandboxd restart: %s", err.msg);
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* sandboxd's record status of the first key of uid with op, or "". */
+static void record_status(struct env *e, const char *uid, const char *op, char *out, size_t n)
+{
+    struct httpc *h = httpc_new();
+    char url[400];
+    snprintf(url, sizeof url, "http://%s/v1/executions", e->sbx.addr);
+    const char *hdrs[] = {"Authorization: Bearer " TOKEN, NULL};
+    struct httpc_request req = {.url = url, .headers = hdrs, .timeout_ms = 10000};
+    struct httpc_response resp = {0};
+    struct tern_err err = {0};
+    snprintf(out, n, "%s", "");
+    if (httpc_do(h, &req, &resp, &err) == 0 && resp.status == 200) {
+        cJSON *j = NULL;
+        if (json_parse(buf_str(&resp.body), resp.body.len, &j, NULL) == 0) {
+            const cJSON *arr = json_get(j, "executions");
+            size_t ul = strlen(uid);
+            for (const cJSON *it = arr ? arr->child : NULL; it; it = it->next) {
+                const char *k = str(it, "key"), *o = str(it, "op");
+                if (k && o && strncmp(k, uid, ul) == 0 && k[ul] == '/' && strcmp(o, op) == 0) {
+                    snprintf(out, n, "%s", str(it, "status") ? str(it, "status") : "");
+                    break;
+                }
+            }
+        }
+        cJSON_Delete(j);
+    }
+    httpc_response_done(&resp);
+    httpc_free(h);
+}
+
+static const char *S_WRITE =
+    "{\"steps\":["
+    "{\"reply\":{\"toolCalls\":[{\"name\":\"write_file\",\"arguments\":{\"path\":"
+    "\"working/notes.md\",\"content\":\"0123456789abcdefghijklmnopqrstuvwxyz0123456789\","
+    "\"append\":null}}]}},"
+    "{\"alternatives\":["
+    "{\"match\":{\"contains\":\"interrupted\"},\"reply\":{\"content\":\"the write was cut off\"}},"
+    "{\"reply\":{\"content\":\"notes written\"}}]}"
+    "]}";
+
+TEST_T(runner_killed_mid_upload_then_the_retry_writes, 60)
+{
+    struct env e;
+    env_start(&e, S_WRITE);
+    write_spec(&e, "midup", SPEC_PLAIN);
+    const char *hook[] = {"TERN_TEST_HOOK=upload:stop", NULL};
+    struct proc p;
+    start_runner(&e, &p, "midup", 1, hook, NULL);
+    ASSERT_OK(proc_wait_stopped(&p, 20000));
+    /* half the body is out: sandboxd holds the write's started record */
+    char st[32];
+    long long deadline = now_ms() + 10000;
+    do {
+        record_status(&e, "midup", "put", st, sizeof st);
+    } while (strcmp(st, "started") != 0 && now_ms() < deadline);
+    ASSERT_EQ_STR(st, "started");
+    proc_kill(&p); /* the runner dies mid-body; its connection closes */
+    /* the next attempt writes the file (before: 409 busy on every attempt,
+     * until sandboxd restarted) */
+    ASSERT_EQ_INT(run_runner(&e, "midup", 1, NULL), 0);
+    struct evs v;
+    read_journal(&e, "midup", &v);
+    ASSERT_EQ_STR(outcome(&v), "completed");
+    ASSERT_EQ_STR(answer(&v), "notes written");
+    ASSERT_EQ_STR(str(last(&v, "tool_result"), "status"), "completed");
+    ASSERT_EQ_INT(count(&v, "tool_call"), 1);
+    char path[400];
+    snprintf(path, sizeof path, "%s/working/notes.md", e.ws);
+    char *text = read_text(path);
+    ASSERT_EQ_STR(text, "0123456789abcdefghijklmnopqrstuvwxyz0123456789");
+    free(text);
+    int n, runs;
+    executions(&e, "midup", &n, &runs);
+    ASSERT_EQ_INT(n, 1);
+    ASSERT_EQ_INT(runs, 1);
+    evs_done(&v);
+    env_stop(&e);
+}
+
+TEST_T(sandboxd_killed_mid_upload_is_journaled_as_interrupted, 60)
+{
+    struct env e;
+    env_start(&e, S_WRITE);
+    write_spec(&e, "sbxup", SPEC_PLAIN);
+    const char *hook[] = {"TERN_TEST_HOOK=upload:stop", NULL};
+    struct proc p;
+    start_runner(&e, &p, "sbxup", 1, hook, NULL);
+    ASSERT_OK(proc_wait_stopped(&p, 20000));
+    char st[32];
+    long long deadline = now_ms() + 10000;
+    do {
+        record_status(&e, "sbxup", "put", st, sizeof st);
+    } while (strcmp(st, "started") != 0 && now_ms() < deadline);
+    ASSERT_EQ_STR(st, "started");
+    /* sandboxd dies while the body is in flight; it comes back on the
+     * same workspace with the record turned "interrupted" */
+    proc_kill(&e.sbx);
+    sandboxd_restart(&e);
+    proc_kill(&p);
+    ASSERT_EQ_INT(run_runner(&e, "sbxup", 1, NULL), 0);
+    struct evs v;
+    read_journal(&e, "sbxup", &v);
+    /* reported and journaled as interrupted, never as written */
+    const cJSON *res = last(&v, "tool_result");
+    ASSERT_EQ_STR(str(res, "status"), "interrupted");
+    ASSERT_CONTAINS(str(res, "output"), "interrupted");
+    ASSERT_TRUE(strstr(str(res, "output"), "ok: written") == NULL);
+    ASSERT_EQ_STR(answer(&v), "the write was cut off");
+    evs_done(&v);
+    env_stop(&e);
+}
+
+TEST_T(prompt_parts_unreadable_is_retryable, 60)
+{
+    struct env e;
+    env_start(&e, S_FULL);
+    write_spec(&e, "noprompt", SPEC_PLAIN);
+    /* sandboxd answers, but simple.md cannot be read (a directory in its
+     * place: not a 404): no prompt without it, so no model call */
+    char md[400], aside[420];
+    snprintf(md, sizeof md, "%s/simple.md", e.ws);
+    snprintf(aside, sizeof aside, "%s.aside", md);
+    ASSERT_EQ_INT(rename(md, aside), 0);
+    ASSERT_EQ_INT(mkdir(md, 0755), 0);
+    ASSERT_EQ_INT(run_runner(&e, "noprompt", 1, NULL), 75);
+    ASSERT_EQ_INT(rmdir(md), 0);
+    ASSERT_EQ_INT(rename(aside, md), 0);
+    /* a runner (re)started while sandboxd is down: it waits for /readyz
+     * (TERN_SANDBOX_WAIT_MS), then exits retryable */
+    proc_kill(&e.sbx);
+    const char *short_wait[] = {"TERN_SANDBOX_WAIT_MS=1500", NULL};
+    ASSERT_EQ_INT(run_runner(&e, "noprompt", 1, short_wait), 75);
+    struct evs v;
+    read_journal(&e, "noprompt", &v);
+    ASSERT_EQ_INT(count(&v, "model_response"), 0);
+    ASSERT_EQ_INT(count_lines(e.record), 0);
+    evs_done(&v);
+    sandboxd_restart(&e);
+    ASSERT_EQ_INT(run_runner(&e, "noprompt", 1, NULL), 0);
+    read_journal(&e, "noprompt", &v);
+    ASSERT_EQ_STR(outcome(&v), "completed");
+    ASSERT_EQ_INT(count(&v, "model_request"), 4);
+    char *rec = read_text(e.record);
+    ASSERT_CONTAINS(rec, "Prefer small commits.");
+    free(rec);
+    evs_done(&v);
+    env_stop(&e);
+    /* a workspace that truly has no simple.md: the prompt says so */
+    env_start(&e, S_FULL);
+    char p[400];
+    snprintf(p, sizeof p, "%s/simple.md", e.ws);
+    unlink(p);
+    write_spec(&e, "nomemory", SPEC_PLAIN);
+    ASSERT_EQ_INT(run_runner(&e, "nomemory", 1, NULL), 0);
+    rec = read_text(e.record);
+    ASSERT_CONTAINS(rec, "This session has no simple.md.");
+    ASSERT_CONTAINS(rec, "This session has no skills/.");
+    free(rec);
+    env_stop(&e);
+}
+
+static const char *S_ONE =
+    "{\"steps\":[{\"reply\":{\"content\":\"lease kept\"}}]}";
+
+TEST_T(etcd_down_when_the_runner_asks_for_its_lease, 90)
+{
+    struct env e;
+    env_start(&e, S_ONE);
+    write_spec(&e, "nolease", SPEC_PLAIN);
+    /* etcd is gone when the runner starts; it is back within the journal's
+     * 30 s budget, which the lease grant now shares */
+    ASSERT_OK(etcd_fixture_kill(&e.etcd));
+    struct proc p;
+    start_runner(&e, &p, "nolease", 1, NULL, NULL);
+    struct timespec outage = {3, 0};
+    nanosleep(&outage, NULL);
+    struct tern_err err = {0};
+    if (etcd_fixture_restart(&e.etcd, &err))
+        th_fail(__FILE__, __LINE__, "etcd restart: %s", err.msg);
+    ASSERT_EQ_INT(proc_wait(&p, 60000), 0);
+    struct evs v;
+    read_journal(&e, "nolease", &v);
+    ASSERT_EQ_STR(answer(&v), "lease kept");
+    evs_done(&v);
+    env_stop(&e);
+}
+
+/* ---- compaction: snapshots written by the runner ----------------------- */
+
+static char *turns_script(int n)
+{
+    struct buf b;
+    buf_init(&b, 1u << 20);
+    buf_puts(&b, "{\"steps\":[");
+    for (int i = 0; i < n; i++)
+        buf_printf(&b,
+                   "%s{\"reply\":{\"toolCalls\":[{\"name\":\"exec_command\",\"arguments\":"
+                   "{\"cmd\":\"echo turn %d\",\"cwd\":null,\"timeoutMs\":null}}]}},"
+                   "{\"reply\":{\"content\":\"turn %d done\"}}",
+                   i ? "," : "", i + 1, i + 1);
+    buf_puts(&b, "]}");
+    return buf_steal(&b);
+}
+
+/* The idx-th line of a file (owned), or NULL. */
+static char *nth_line(const char *text, int idx)
+{
+    const char *p = text;
+    for (int i = 0; p && i < idx; i++) {
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    if (!p || !*p)
+        return NULL;
+    return xstrndup(p, strcspn(p, "\n"));
+}
+
+static size_t count_keys(struct env *e, const char *prefix)
+{
+    const char *eps[] = {e->etcd.url};
+    struct etcd *c = NULL;
+    struct tern_err err = {0};
+    struct etcd_range_resp rr = {0};
+    if (etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1}, &c, &err) ||
+        etcd_range(c, &(struct etcd_range_req){.keys = {.key = prefix, .prefix = true},
+                                                .count_only = true},
+                   &rr, &err))
+        th_fail(__FILE__, __LINE__, "count %s: %s", prefix, err.msg);
+    size_t n = (size_t)rr.count;
+    etcd_range_resp_done(&rr);
+    etcd_free(c);
+    return n;
+}
+
+TEST_T(snapshots_compact_and_resume_exactly, 180)
+{
+    enum { TURNS = 12 };
+    char *script = turns_script(TURNS);
+    struct env e;
+    env_start(&e, script);
+    free(script);
+    const char *uids[] = {"snap", "flat"};
+    const char *every[] = {"TERN_SNAPSHOT_EVENTS=10", "TERN_SNAPSHOT_EVENTS=0"};
+    for (int u = 0; u < 2; u++) {
+        write_spec(&e, uids[u], SPEC_PLAIN);
+        const char *extra[] = {every[u], NULL};
+        for (int turn = 1; turn <= TURNS; turn++) {
+            if (turn > 1) { /* the operator's follow-up message */
+                cJSON *d = cJSON_CreateObject();
+                json_add_string(d, "source", "spec.messages");
+                json_add_int64(d, "index", turn - 2);
+                char text[32];
+                snprintf(text, sizeof text, "now turn %d", turn);
+                json_add_string(d, "text", text);
+                append_event(&e, uids[u], JOURNAL_EV_USER_MESSAGE, d);
+            }
+            int rc = run_runner(&e, uids[u], turn, extra);
+            if (rc != 0)
+                th_fail(__FILE__, __LINE__, "%s turn %d: exit %d", uids[u], turn, rc);
+        }
+    }
+    /* every request the model saw is the same with and without compaction */
+    char *rec = read_text(e.record);
+    for (int i = 0; i < 2 * TURNS; i++) {
+        char *a = nth_line(rec, i), *b = nth_line(rec, 2 * TURNS + i);
+        if (!a || !b || strcmp(a, b) != 0)
+            th_fail(__FILE__, __LINE__, "request %d differs with compaction", i);
+        free(a);
+        free(b);
+    }
+    ASSERT_EQ_INT(count_lines(e.record), 4 * TURNS);
+    free(rec);
+    /* the compacted journal: snapshots, older events gone, the same usage */
+    const char *eps[] = {e.etcd.url};
+    struct etcd *c = NULL;
+    struct journal *js = NULL, *jf = NULL;
+    struct tern_err err = {0};
+    ASSERT_OK(etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1}, &c, &err));
+    ASSERT_OK(journal_open(c, "snap", NULL, &js, &err));
+    ASSERT_OK(journal_open(c, "flat", NULL, &jf, &err));
+    const struct journal_summary *ss = journal_summary(js), *sf = journal_summary(jf);
+    ASSERT_CMP_INT(ss->snapshot_seq, >, 0);
+    ASSERT_EQ_INT(sf->snapshot_seq, 0);
+    ASSERT_EQ_INT(ss->usage.model_turns, sf->usage.model_turns);
+    ASSERT_EQ_INT(ss->usage.tool_calls, sf->usage.tool_calls);
+    ASSERT_EQ_INT(ss->messages, sf->messages);
+    ASSERT_EQ_STR(ss->result, sf->result);
+    ASSERT_EQ_INT(journal_replay(js, 1, NULL, NULL, NULL, &err), TERN_ECOMPACTED);
+    struct evs tail;
+    read_journal_from(&e, "snap", JOURNAL_FROM_SNAPSHOT, &tail);
+    ASSERT_EQ_STR(tail.type[0], "snapshot");
+    ASSERT_EQ_STR(answer(&tail), "turn 12 done");
+    evs_done(&tail);
+    size_t kept = count_keys(&e, "/tern/v1/s/snap/ev/");
+    size_t all = count_keys(&e, "/tern/v1/s/flat/ev/");
+    ASSERT_EQ_INT(all, sf->last_seq);
+    /* kept: the latest snapshot and the events since: under `every`
+     * events plus one turn (9 events) plus the snapshot */
+    ASSERT_CMP_INT(kept, <=, 10 + 9 + 1);
+    ASSERT_CMP_INT(kept, <, all / 2);
+    journal_free(js);
+    journal_free(jf);
+    etcd_free(c);
+    /* each command ran once per session */
+    int n, runs;
+    executions(&e, "snap", &n, &runs);
+    ASSERT_EQ_INT(runs, TURNS);
+    executions(&e, "flat", &n, &runs);
+    ASSERT_EQ_INT(runs, TURNS);
+    env_stop(&e);
+}
+
+/* ---- size limits: what etcd would refuse is never sent ----------------- */
+
+/* A text of n bytes cycling through the alphabet (JSON-safe), starting
+ * with a marker found nowhere else ("#<first>-begin"). */
+static char *alphabet(size_t n, char first)
+{
+    char *t = xmalloc(n + 1);
+    for (size_t i = 0; i < n; i++)
+        t[i] = (char)('a' + (first - 'a' + i) % 26);
+    memcpy(t, "#?-begin", 8);
+    t[1] = first;
+    t[n] = 0;
+    return t;
+}
+
+/* True when hay holds text (found through its marker: strstr of a long
+ * periodic needle is far too slow). */
+static bool holds(const char *hay, const char *text)
+{
+    char mark[9];
+    memcpy(mark, text, 8);
+    mark[8] = 0;
+    const char *at = strstr(hay, mark);
+    return at && strncmp(at, text, strlen(text)) == 0;
+}
+
+struct sizes {
+    size_t max_value, nkeys, bytes;
+};
+
+/* Every key of a session: the largest value, the count, key+value bytes. */
+static void session_sizes(struct env *e, const char *uid, struct sizes *ret)
+{
+    const char *eps[] = {e->etcd.url};
+    struct etcd *c = NULL;
+    struct tern_err err = {0};
+    struct etcd_range_resp rr = {0};
+    char *p = xasprintf("/tern/v1/s/%s/", uid);
+    char *end = xasprintf("/tern/v1/s/%s0", uid), *from = xstrdup(p);
+    if (etcd_new(&(struct etcd_config){.endpoints = eps, .nendpoints = 1}, &c, &err))
+        th_fail(__FILE__, __LINE__, "etcd: %s", err.msg);
+    memset(ret, 0, sizeof *ret);
+    for (bool more = true; more;) { /* pages small enough for one reply */
+        if (etcd_range(c, &(struct etcd_range_req){.keys = {.key = from, .range_end = end},
+                                                    .limit = 8},
+                       &rr, &err))
+            th_fail(__FILE__, __LINE__, "range %s: %s", p, err.msg);
+        for (size_t i = 0; i < rr.nkvs; i++) {
+            if (rr.kvs[i].value_len > ret->max_value)
+                ret->max_value = rr.kvs[i].value_len;
+            ret->bytes += strlen(rr.kvs[i].key) + rr.kvs[i].value_len;
+        }
+        ret->nkeys += rr.nkvs;
+        more = rr.more && rr.nkvs;
+        if (more) {
+            free(from);
+            from = xasprintf("%s\x01", rr.kvs[rr.nkvs - 1].key);
+        }
+        etcd_range_resp_done(&rr);
+    }
+    etcd_free(c);
+    free(p);
+    free(end);
+    free(from);
+}
+
+/* The last line of a file (owned), read whole whatever its size. */
+static char *last_line(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char *line = NULL, *keep = NULL;
+    size_t cap = 0;
+    ssize_t k;
+    while ((k = getline(&line, &cap, f)) > 0) {
+        free(keep);
+        keep = xstrndup(line, (size_t)k);
+    }
+    free(line);
+    fclose(f);
+    return keep;
+}
+
+TEST_T(large_bodies_stay_under_the_etcd_request_limit, 180)
+{
+    /* a 50 MiB command output, a 3 MiB file write and an answer near the
+     * model client's 4 MiB response bound, against an etcd that refuses
+     * requests over 1.5 MiB (its default) */
+    size_t wlen = 3u << 20, alen = (size_t)(3.8 * (1 << 20));
+    char *wtext = alphabet(wlen, 'a'), *atext = alphabet(alen, 'q');
+    struct buf sc;
+    buf_init(&sc, 16u << 20);
+    buf_printf(&sc,
+               "{\"steps\":["
+               "{\"reply\":{\"toolCalls\":[{\"name\":\"exec_command\",\"arguments\":{\"cmd\":"
+               "\"head -c 52428800 /dev/zero | tr '\\\\\\\\0' x; echo; echo tail-of-output\","
+               "\"cwd\":null,\"timeoutMs\":null}}]}},"
+               "{\"reply\":{\"toolCalls\":[{\"name\":\"write_file\",\"arguments\":{\"path\":"
+               "\"working/big.txt\",\"content\":\"%s\",\"append\":null}}]}},"
+               "{\"reply\":{\"content\":\"%s\"}},"
+               "{\"reply\":{\"content\":\"second turn\"}}]}",
+               wtext, atext);
+    struct env e;
+    env_start(&e, buf_str(&sc));
+    buf_done(&sc);
+    /* (the fake model counts ~1M tokens for these bodies: a limit to lift) */
+    write_spec(&e, "big", "\"permissions\":{\"tools\":[\"exec_command\",\"write_file\"]},"
+                          "\"limits\":{\"maxTokens\":100000000}");
+    ASSERT_EQ_INT(run_runner(&e, "big", 1, NULL), 0);
+    struct evs v;
+    read_journal(&e, "big", &v);
+    ASSERT_EQ_STR(outcome(&v), "completed");
+    /* the answer is replayed exactly, from chunks */
+    ASSERT_EQ_INT(strlen(answer(&v)), alen);
+    ASSERT_TRUE(strcmp(answer(&v), atext) == 0); /* (not ASSERT_EQ_STR: 3.8 MiB) */
+    /* the 50 MiB output: sandboxd kept 1 MiB, the journal 32 KiB */
+    const cJSON *exec_res = NULL;
+    for (size_t i = 0; i < v.n; i++)
+        if (strcmp(v.type[i], "tool_result") == 0 && !exec_res)
+            exec_res = v.data[i];
+    ASSERT_NOT_NULL(exec_res);
+    ASSERT_CMP_INT(strlen(str(exec_res, "output")), <=, TERN_RUNNER_MAX_OUTPUT + 64);
+    ASSERT_CONTAINS(str(exec_res, "output"), "[output truncated]");
+    /* the 3 MiB write reached the workspace whole */
+    char path[400];
+    snprintf(path, sizeof path, "%s/working/big.txt", e.ws);
+    char *got = read_text(path);
+    ASSERT_NOT_NULL(got);
+    ASSERT_EQ_INT(strlen(got), wlen);
+    ASSERT_TRUE(strcmp(got, wtext) == 0);
+    free(got);
+    /* nothing stored is over a value etcd takes; the big ones are chunks */
+    struct sizes sz;
+    session_sizes(&e, "big", &sz);
+    ASSERT_CMP_INT(sz.max_value, <=, TERN_JOURNAL_CHUNK);
+    ASSERT_CMP_INT(sz.nkeys, >, v.n + 10);
+    printf("    large bodies: %zu events in %zu keys, %.1f MiB, largest value %zu bytes\n", v.n,
+           sz.nkeys, sz.bytes / 1048576.0, sz.max_value);
+    evs_done(&v);
+    /* the next turn replays it all (chunks reassembled, hashes checked) and
+     * sends the model exactly what it said: through a snapshot, too */
+    cJSON *d = cJSON_CreateObject();
+    json_add_string(d, "source", "spec.messages");
+    json_add_int64(d, "index", 0);
+    json_add_string(d, "text", "and now?");
+    append_event(&e, "big", JOURNAL_EV_USER_MESSAGE, d);
+    const char *extra[] = {"TERN_SNAPSHOT_EVENTS=5", NULL};
+    ASSERT_EQ_INT(run_runner(&e, "big", 2, extra), 0);
+    read_journal(&e, "big", &v);
+    ASSERT_TRUE(strcmp(answer(&v), "second turn") == 0);
+    ASSERT_EQ_INT(count(&v, "snapshot"), 0); /* 13 events < 7 MB / 1 KiB */
+    ASSERT_EQ_INT(v.n, 17);
+    evs_done(&v);
+    char *req = last_line(e.record);
+    ASSERT_NOT_NULL(req);
+    ASSERT_TRUE(holds(req, atext));
+    ASSERT_TRUE(holds(req, wtext)); /* the write's arguments, as the model sent them */
+    ASSERT_CONTAINS(req, "and now?");
+    free(req);
+    session_sizes(&e, "big", &sz);
+    ASSERT_CMP_INT(sz.max_value, <=, TERN_JOURNAL_CHUNK);
+    free(wtext);
+    free(atext);
     env_stop(&e);
 }

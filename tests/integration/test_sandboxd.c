@@ -12,6 +12,7 @@
 #include "json/json.h"
 #include "sandbox/sandbox_contract.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -702,10 +704,11 @@ static void *bg_exec(void *arg)
     return NULL;
 }
 
-/* Waits until /v1/executions lists key with status. */
-static void wait_status(struct sbd *s, const char *key, const char *status)
+/* Waits until /v1/executions lists key of op with status. */
+static void wait_op_status(struct sbd *s, const char *key, const char *op, const char *status)
 {
-    char *want = xasprintf("\"key\":\"%s\",\"op\":\"exec\",\"status\":\"%s\"", key, status);
+    char *want = xasprintf("\"key\":\"%s\",\"op\":\"%s\",\"status\":\"%s\"", key, op,
+                           status);
     int64_t deadline = mono_ms() + 10000;
     for (;;) {
         struct reply r;
@@ -719,6 +722,11 @@ static void wait_status(struct sbd *s, const char *key, const char *status)
         poll(NULL, 0, 20);
     }
     free(want);
+}
+
+static void wait_status(struct sbd *s, const char *key, const char *status)
+{
+    wait_op_status(s, key, "exec", status);
 }
 
 TEST_T(killed_mid_exec_answers_interrupted_and_never_reruns, 60)
@@ -758,6 +766,154 @@ TEST_T(killed_mid_exec_answers_interrupted_and_never_reruns, 60)
     reply_done(&r);
     wait_status(&s, "uid-9/c1", "interrupted");
     free(starts);
+    sbd_kill(&s, SIGTERM);
+}
+
+/* A raw connection that sends a PUT's headers (Content-Length: total) and
+ * only the first `sent` bytes of its body. Returns the socket. */
+static int put_partial(struct sbd *s, const char *path, const char *key, size_t total,
+                       size_t sent)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_TRUE(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_OK(connect(fd, (struct sockaddr *)&a, sizeof a));
+    char *head = xasprintf("PUT %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " TOKEN
+                           "\r\nIdempotency-Key: %s\r\nContent-Length: %zu\r\n\r\n",
+                           path, key, total);
+    ASSERT_EQ_INT(write(fd, head, strlen(head)), (long long)strlen(head));
+    free(head);
+    char *body = xmalloc(sent + 1);
+    memset(body, 'p', sent);
+    ASSERT_EQ_INT(write(fd, body, sent), (long long)sent);
+    free(body);
+    return fd;
+}
+
+TEST_T(upload_cut_off_mid_body_does_not_block_its_key, 60)
+{
+    struct sbd s = {0};
+    char *ws = make_workspace();
+    sbd_start(&s, ws, NULL);
+    /* the client disappears after half the body: the write never happened */
+    int fd = put_partial(&s, "/v1/files/working/up.txt", "uid-7/w1", 100000, 50000);
+    wait_op_status(&s, "uid-7/w1", "put", "started");
+    struct reply r;
+    ASSERT_EQ_INT(keyed(&s, "PUT", "/v1/files/working/up.txt", "whole", "uid-7/w1", &r), 409);
+    reply_done(&r);
+    close(fd);
+    /* the retry under the same key runs it (bounded wait: the daemon notices
+     * the closed connection at once; before, the key stayed busy until a
+     * restart) */
+    int64_t deadline = mono_ms() + 10000;
+    long st;
+    while ((st = keyed(&s, "PUT", "/v1/files/working/up.txt", "whole", "uid-7/w1", &r)) == 409 &&
+           mono_ms() < deadline) {
+        reply_done(&r);
+        poll(NULL, 0, 50);
+    }
+    ASSERT_EQ_INT(st, 200);
+    ASSERT_EQ_STR(jstr(&r, "status"), "completed");
+    ASSERT_FALSE(jtrue(&r, "replayed"));
+    reply_done(&r);
+    ASSERT_EQ_INT(req(&s, "GET", "/v1/files/working/up.txt", NULL, &r), 200);
+    ASSERT_EQ_STR(r.body, "whole");
+    reply_done(&r);
+    /* once done it is an ordinary record: repeats are answered from it */
+    ASSERT_EQ_INT(keyed(&s, "PUT", "/v1/files/working/up.txt", "whole", "uid-7/w1", &r), 200);
+    ASSERT_TRUE(jtrue(&r, "replayed"));
+    reply_done(&r);
+    wait_op_status(&s, "uid-7/w1", "put", "completed");
+    ASSERT_EQ_INT(req(&s, "GET", "/v1/executions", NULL, &r), 200);
+    ASSERT_EQ_INT(cJSON_GetArraySize(json_get(r.json, "executions")), 1);
+    ASSERT_CONTAINS(r.body, "\"runs\":1");
+    reply_done(&r);
+    /* a daemon killed mid-upload says interrupted instead (it cannot know) */
+    fd = put_partial(&s, "/v1/files/working/up2.txt", "uid-7/w2", 1000, 10);
+    wait_op_status(&s, "uid-7/w2", "put", "started");
+    sbd_kill(&s, SIGKILL);
+    close(fd);
+    sbd_start(&s, ws, NULL);
+    ASSERT_EQ_INT(keyed(&s, "PUT", "/v1/files/working/up2.txt", "x", "uid-7/w2", &r), 200);
+    ASSERT_EQ_STR(jstr(&r, "status"), "interrupted");
+    ASSERT_TRUE(jtrue(&r, "replayed"));
+    reply_done(&r);
+    sbd_kill(&s, SIGTERM);
+}
+
+/* True while pid exists (a zombie counts: it is not reaped yet). */
+static bool pid_alive(pid_t pid)
+{
+    return kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+static pid_t read_pid(const char *ws, const char *name)
+{
+    char *p = xasprintf("%s/working/%s", ws, name);
+    FILE *f = fopen(p, "r");
+    free(p);
+    if (!f)
+        return 0;
+    char line[32] = "";
+    if (!fgets(line, sizeof line, f))
+        line[0] = '\0';
+    fclose(f);
+    line[strcspn(line, "\n")] = '\0';
+    int64_t v = 0;
+    if (num_parse_range(line, 1, INT32_MAX, &v) != 0)
+        return 0;
+    return (pid_t)v;
+}
+
+TEST_T(no_process_outlives_its_command, 60)
+{
+    struct sbd s = {0};
+    char *ws = make_workspace();
+    sbd_start(&s, ws, NULL);
+    struct reply r;
+    /* a new session, a double fork out of it, and a plain background job */
+    sh_exec(&s,
+            "setsid sleep 300 & echo $! > working/p1; "
+            "(setsid sh -c 'sleep 301 & echo $! > working/p2; sleep 302' &) ; "
+            "sleep 303 & echo $! > working/p3; "
+            "while [ ! -s working/p2 ]; do sleep 0.01; done; echo launched",
+            &r);
+    ASSERT_EQ_STR(jstr(&r, "status"), "completed");
+    ASSERT_EQ_STR(jstr(&r, "stdout"), "launched\n");
+    reply_done(&r);
+    const char *names[] = {"p1", "p2", "p3"};
+    for (int i = 0; i < 3; i++) {
+        pid_t pid = read_pid(ws, names[i]);
+        if (pid <= 0)
+            th_fail(__FILE__, __LINE__, "no pid in working/%s", names[i]);
+        /* gone by the time the answer came: killed and reaped */
+        if (pid_alive(pid))
+            th_fail(__FILE__, __LINE__, "%s (pid %d) outlived its command", names[i], (int)pid);
+    }
+    /* the same on a timeout: the escaped process goes with the command */
+    ASSERT_EQ_INT(req(&s, "POST", "/v1/exec",
+                      "{\"cmd\":\"setsid sleep 310 & echo $! > working/p4; sleep 60\","
+                      "\"timeoutMs\":500}",
+                      &r),
+                  200);
+    ASSERT_EQ_STR(jstr(&r, "status"), "timeout");
+    reply_done(&r);
+    pid_t p4 = read_pid(ws, "p4");
+    ASSERT_TRUE(p4 > 0);
+    ASSERT_FALSE(pid_alive(p4));
+    /* exit codes, signals and exec failures still come through */
+    sh_exec(&s, "exit 3", &r);
+    ASSERT_EQ_INT(jint(&r, "exitCode"), 3);
+    reply_done(&r);
+    sh_exec(&s, "kill -TERM $$", &r);
+    ASSERT_EQ_INT(jint(&r, "signal"), SIGTERM);
+    ASSERT_TRUE(cJSON_IsNull(json_get(r.json, "exitCode")));
+    reply_done(&r);
+    ASSERT_EQ_INT(req(&s, "POST", "/v1/exec", "{\"argv\":[\"/no/such/program\"]}", &r), 200);
+    ASSERT_EQ_INT(jint(&r, "exitCode"), 127);
+    ASSERT_CONTAINS(jstr(&r, "stderr"), "cannot execute");
+    reply_done(&r);
     sbd_kill(&s, SIGTERM);
 }
 
@@ -886,7 +1042,8 @@ TEST_T(runs_under_bubblewrap_as_a_pod_would, 60)
     snprintf(gid, sizeof gid, "%d", SANDBOX_GID);
     char *argv[] = {"/usr/bin/bwrap",
                     "--unshare-user", "--uid", uid, "--gid", gid,
-                    "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
+                    "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts",
+                    "--die-with-parent",
                     "--ro-bind", "/usr", "/usr",
                     "--ro-bind", "/etc", "/etc",
                     "--symlink", "usr/lib", "/lib",
@@ -905,10 +1062,17 @@ TEST_T(runs_under_bubblewrap_as_a_pod_would, 60)
     s.wrapped = true;
     start_argv(&s, argv);
     struct reply r;
-    sh_exec(&s, "id -u; pwd", &r);
-    char *want = xasprintf("%d\n%s\n", SANDBOX_UID, SANDBOX_WORKSPACE);
+    /* PID 1 of its namespace, as the only process of a pod is */
+    sh_exec(&s, "id -u; pwd; cat /proc/$PPID/stat | cut -d' ' -f4", &r);
+    char *want = xasprintf("%d\n%s\n1\n", SANDBOX_UID, SANDBOX_WORKSPACE);
     ASSERT_EQ_STR(jstr(&r, "stdout"), want);
     free(want);
+    reply_done(&r);
+    /* and a detached process still goes with its command */
+    sh_exec(&s, "setsid sleep 300 & echo $! > working/bg", &r);
+    reply_done(&r);
+    sh_exec(&s, "kill -0 $(cat working/bg) 2>/dev/null && echo alive || echo gone", &r);
+    ASSERT_EQ_STR(jstr(&r, "stdout"), "gone\n");
     reply_done(&r);
     ASSERT_EQ_INT(req(&s, "PUT", "/v1/files/working/hello.txt", "hi", &r), 200);
     reply_done(&r);

@@ -140,6 +140,29 @@ int proc_wait(struct proc *p, long timeout_ms)
     }
 }
 
+int proc_wait_stopped(struct proc *p, long timeout_ms)
+{
+    if (p->pid <= 0)
+        return -ECHILD;
+    long long deadline = now_ms() + timeout_ms;
+    for (;;) {
+        int st;
+        pid_t r = waitpid(p->pid, &st, WNOHANG | WUNTRACED);
+        if (r == p->pid) {
+            if (WIFSTOPPED(st))
+                return 0;
+            p->pid = 0; /* it ended instead */
+            return -ESRCH;
+        }
+        if (r < 0)
+            return -errno;
+        if (now_ms() >= deadline)
+            return -ETIMEDOUT;
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 void proc_kill(struct proc *p)
 {
     if (p->pid <= 0)

@@ -38,6 +38,11 @@ int proc_spawn(struct proc *p, char *const argv[], char *const env[], const char
  * exit status (0..255), 128+signal when killed, or a negative code. */
 int proc_wait(struct proc *p, long timeout_ms);
 
+/* Waits until the child has stopped itself (SIGSTOP, e.g. a runner test
+ * hook), up to timeout_ms. Returns 0, -ESRCH when it exited instead (then
+ * reaped), -ETIMEDOUT. Continue it with kill(p->pid, SIGCONT). */
+int proc_wait_stopped(struct proc *p, long timeout_ms);
+
 /* SIGTERM, wait up to 5 s, then SIGKILL; reaps. Safe to call twice. */
 void proc_stop(struct proc *p);
 /* SIGKILL and reap. */

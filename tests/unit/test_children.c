@@ -208,7 +208,7 @@ TEST(network_policy_allows_runner_in_and_allowlist_out)
     ASSERT_EQ_STR(json_get(from, "tern.dev/role")->valuestring, "runner");
     ASSERT_EQ_STR(json_get(from, "tern.dev/session-uid")->valuestring, "0d8f-uid");
     ASSERT_EQ_INT(i_at(np, "spec.ingress[0].ports[0].port"), SANDBOX_PORT);
-    ASSERT_EQ_STR(s_at(np, "spec.egress[0].to[0].ipBlock.cidr"), "140.82.112.0/20");
+    ASSERT_EQ_STR(s_at(np, "spec.egress[0].to[0].ipBlock.cidr"), "10.20.0.0/16");
     cJSON_Delete(np);
     session_spec_free(s);
     s = load("examples/minimal.yaml");
@@ -241,7 +241,7 @@ TEST(egress_proxy_in_policy_and_pod)
     ASSERT_EQ_STR(s_at(np, "spec.egress[0].to[0].ipBlock.cidr"), "10.96.0.42/32");
     ASSERT_EQ_STR(s_at(np, "spec.egress[0].ports[0].protocol"), "TCP");
     ASSERT_EQ_INT(i_at(np, "spec.egress[0].ports[0].port"), 3128);
-    ASSERT_EQ_STR(s_at(np, "spec.egress[1].to[0].ipBlock.cidr"), "140.82.112.0/20");
+    ASSERT_EQ_STR(s_at(np, "spec.egress[1].to[0].ipBlock.cidr"), "10.20.0.0/16");
     ASSERT_NULL(at(np, "spec.egress[1].ports"));
     cJSON_Delete(np);
     /* by selector: the proxy pods of their namespace */
@@ -261,8 +261,8 @@ TEST(egress_proxy_in_policy_and_pod)
     ASSERT_EQ_STR(env_of(pod, "https_proxy"), "http://10.96.0.42:3128");
     ASSERT_EQ_STR(env_of(pod, "HTTP_PROXY"), "http://10.96.0.42:3128");
     ASSERT_EQ_STR(env_of(pod, "http_proxy"), "http://10.96.0.42:3128");
-    ASSERT_EQ_STR(env_of(pod, "NO_PROXY"), "localhost,127.0.0.1,::1,140.82.112.0/20");
-    ASSERT_EQ_STR(env_of(pod, "no_proxy"), "localhost,127.0.0.1,::1,140.82.112.0/20");
+    ASSERT_EQ_STR(env_of(pod, "NO_PROXY"), "localhost,127.0.0.1,::1,10.20.0.0/16");
+    ASSERT_EQ_STR(env_of(pod, "no_proxy"), "localhost,127.0.0.1,::1,10.20.0.0/16");
     cJSON_Delete(pod);
     /* the proxy is part of the sandbox hash; without one the hash is unchanged */
     char h1[17], h2[17], h3[17];

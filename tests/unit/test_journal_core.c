@@ -261,3 +261,32 @@ TEST(key_parse)
     ASSERT_EQ_INT(journal_key_parse("/registry/pods/x", uid, NULL), JOURNAL_KEY_OTHER);
     ASSERT_EQ_INT(journal_key_parse("/tern/v1/s/u/summary", uid, NULL), JOURNAL_KEY_OTHER);
 }
+
+TEST(summary_result_is_bounded)
+{
+    /* a final answer of 100 KiB (é = 2 bytes): the summary keeps a valid
+     * UTF-8 prefix and says it was cut; a short one is kept whole */
+    size_t n = 100u << 10;
+    char *big = xmalloc(n + 1);
+    for (size_t i = 0; i < n; i += 2)
+        memcpy(big + i, "\xc3\xa9", 2);
+    big[n] = 0;
+    cJSON *d = cJSON_CreateObject();
+    json_add_string(d, "outcome", "completed");
+    json_add_string(d, "summary", big);
+    char *txt = json_print(d);
+    struct journal_summary s;
+    journal_summary_init(&s);
+    apply(&s, 1, "turn_finished", 1, txt);
+    ASSERT_CMP_INT(strlen(s.result), <=, TERN_JOURNAL_MAX_RESULT);
+    ASSERT_CMP_INT(strlen(s.result), >, TERN_JOURNAL_MAX_RESULT - 200);
+    ASSERT_CONTAINS(s.result, "[truncated: 102400 bytes in all");
+    const char *cut = strstr(s.result, "\n[truncated");
+    ASSERT_TRUE((cut - s.result) % 2 == 0); /* never half a character */
+    apply(&s, 2, "turn_finished", 1, "{\"outcome\":\"completed\",\"summary\":\"short\"}");
+    ASSERT_EQ_STR(s.result, "short");
+    journal_summary_done(&s);
+    free(txt);
+    cJSON_Delete(d);
+    free(big);
+}

@@ -155,6 +155,49 @@ TEST(informer_lists_watches_and_indexes)
     fake_kube_free(fk);
 }
 
+static void drop_spec(void *ctx, cJSON *obj)
+{
+    atomic_fetch_add((atomic_int *)ctx, 1);
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, "spec");
+}
+
+static bool added_had_spec;
+static void on_add_look(void *ctx, const cJSON *o)
+{
+    (void)ctx;
+    added_had_spec = json_get(o, "spec") != NULL;
+}
+
+/* A transform decides what the cache keeps, and the handlers see the same. */
+TEST(informer_transform_trims_what_is_cached)
+{
+    struct fake_kube *fk = fake_kube_start();
+    put_session(fk, "s1", "one");
+    struct kubeconfig *cfg = kt_config(fake_kube_url(fk), NULL);
+    atomic_int calls = 0;
+    struct informer_opts o = {.gvr = AGS, .namespace = "team-a", .transform = drop_spec,
+                              .transform_ctx = &calls, .watch_timeout_s = 30};
+    struct informer_handlers h = {on_add_look, NULL, NULL, NULL};
+    struct informer *inf = informer_new(cfg, &o, &h);
+    ASSERT_OK(informer_start(inf));
+    ASSERT_OK(informer_wait_synced(inf, 5000));
+    ASSERT_EQ_INT(atomic_load(&calls), 1);
+    ASSERT_FALSE(added_had_spec);
+    cJSON *got = informer_get(inf, "team-a", "s1");
+    ASSERT_NULL(json_get(got, "spec"));
+    ASSERT_EQ_STR(json_get(json_get(got, "metadata"), "name")->valuestring, "s1");
+    cJSON_Delete(got);
+    put_session(fk, "s2", "two"); /* through the watch too */
+    WAIT_FOR(informer_len(inf) == 2, 5000);
+    got = informer_get(inf, "team-a", "s2");
+    ASSERT_NULL(json_get(got, "spec"));
+    cJSON_Delete(got);
+    ASSERT_EQ_INT(atomic_load(&calls), 2);
+    informer_free(inf);
+    kubeconfig_free(cfg);
+    fake_kube_free(fk);
+}
+
 static int count_cb(void *ctx, const cJSON *o)
 {
     (void)o;

@@ -150,27 +150,39 @@ TEST(pending_intent_brings_sandbox_then_turn)
     in.journal.intent_pending = true;
     struct reconcile_output o;
     reconcile_decide(&in, &o);
+    /* the sandbox and the turn's runner start together: the runner waits
+     * for the sandbox's address (apply -> first model request) */
     ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 1);
-    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
-    ASSERT_EQ_STR(o.phase, "Provisioning");
-    reconcile_output_done(&o);
-
-    char hash[17];
-    in.pod = (struct observed_pod){.exists = true, .phase = "Running", .ready = true,
-                                   .ip = "127.1.0.5", .sandbox_hash = children_sandbox_hash(s, &cfg, hash)};
-    reconcile_decide(&in, &o);
-    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 0);
     const struct reconcile_action *job = find(&o, RA_CREATE, "batch/v1/jobs");
     ASSERT_NOT_NULL(job);
     ASSERT_EQ_STR(json_get(json_get(job->object, "metadata"), "name")->valuestring, "s1-t1");
-    ASSERT_EQ_STR(o.phase, "Running");
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "TurnStarted"), 1);
+    ASSERT_EQ_STR(o.phase, "Provisioning"); /* until the sandbox is ready */
+    ASSERT_NULL(json_get(json_get(o.status, "sandbox"), "address"));
+    reconcile_output_done(&o);
+
+    /* the Job exists, the pod has an address but is not ready yet: the
+     * address is published for the runner, ready stays false */
+    in.job = (struct observed_job){.exists = true, .turn = 1};
+    char hash[17];
+    in.pod = (struct observed_pod){.exists = true, .phase = "Running", .ready = false,
+                                   .ip = "127.1.0.5", .sandbox_hash = children_sandbox_hash(s, &cfg, hash)};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
     ASSERT_EQ_STR(json_get(json_get(o.status, "sandbox"), "address")->valuestring,
                   "127.1.0.5:8080");
-    ASSERT_EQ_INT(count(&o, RA_EVENT, "TurnStarted"), 1);
+    ASSERT_FALSE(cJSON_IsTrue(json_get(json_get(o.status, "sandbox"), "ready")));
+    ASSERT_EQ_STR(o.phase, "Provisioning");
+    reconcile_output_done(&o);
+
+    in.pod.ready = true;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 0);
+    ASSERT_EQ_STR(o.phase, "Running");
+    ASSERT_TRUE(cJSON_IsTrue(json_get(json_get(o.status, "sandbox"), "ready")));
     reconcile_output_done(&o);
 
     /* the Job exists (turn 1 not yet journaled): no second Job */
-    in.job = (struct observed_job){.exists = true, .turn = 1};
     reconcile_decide(&in, &o);
     ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
     ASSERT_EQ_STR(o.phase, "Running");
@@ -422,6 +434,84 @@ TEST(idle_sandbox_is_parked_and_suspend_removes_it)
     session_spec_free(s);
 }
 
+/* No pod for an idle session, whatever it waits for: a finished session
+ * waiting for a follow-up message and one whose turn cannot start (its
+ * runner is blocked) give up their sandbox after idleSuspendSeconds. */
+TEST(every_idle_session_gives_up_its_pod)
+{
+    struct session_spec *s = spec_from(SESSION_YAML("  sandbox: {idleSuspendSeconds: 300}\n"));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 9, .turn = 1, .messages = 1,
+                                           .outcome = "completed", .updated_at = in.now - 300};
+    char hash[17];
+    in.pod = (struct observed_pod){.exists = true, .phase = "Running", .ready = true,
+                                   .ip = "127.1.0.5", .sandbox_hash = children_sandbox_hash(s, &cfg, hash)};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Succeeded");
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 1);
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "SandboxParked"), 1);
+    reconcile_output_done(&o);
+    /* a turn wanted but its runner cannot start (blocked): idle all the same */
+    in.journal = (struct observed_journal){.last_seq = 10, .turn = 1, .messages = 2,
+                                           .outcome = "completed", .intent_pending = true,
+                                           .updated_at = in.now - 300};
+    in.refs_checked = true;
+    in.runner_refs = (struct observed_blocker){"SecretNotFound", "secret \"openai\" not found"};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Blocked");
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 1);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+/* spec.ttlSecondsAfterFinished (else the operator's default): a finished
+ * session is deleted that long after its last event, not before. */
+TEST(a_finished_session_expires_after_its_ttl)
+{
+    struct session_spec *s = spec_from(SESSION_YAML("  ttlSecondsAfterFinished: 60\n"));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 9, .turn = 1, .messages = 1,
+                                           .outcome = "completed", .updated_at = in.now - 20};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Succeeded");
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "tern.dev/v1alpha1/agentsessions"), 0);
+    ASSERT_EQ_INT(o.requeue_after, 40);
+    reconcile_output_done(&o);
+    in.now += 40;
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *d = find(&o, RA_DELETE, "tern.dev/v1alpha1/agentsessions");
+    ASSERT_NOT_NULL(d);
+    ASSERT_EQ_STR(d->name, "s1");
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "Expired"), 1);
+    reconcile_output_done(&o);
+    /* a session that still works is not expired, whatever its age */
+    in.journal.outcome = NULL;
+    in.job = (struct observed_job){.exists = true, .turn = 1};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "tern.dev/v1alpha1/agentsessions"), 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+
+    /* without the field: the operator's default, none by default */
+    s = spec_from(SESSION_YAML(""));
+    in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 9, .turn = 1, .messages = 1,
+                                           .outcome = "completed", .updated_at = in.now - 3600};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "tern.dev/v1alpha1/agentsessions"), 0);
+    reconcile_output_done(&o);
+    struct children_config c2 = cfg;
+    c2.session_ttl_seconds = 600;
+    in.cfg = &c2;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "tern.dev/v1alpha1/agentsessions"), 1);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
 TEST(changed_sandbox_spec_recreates_the_pod_between_turns)
 {
     struct session_spec *s = spec_from(SESSION_YAML(""));
@@ -437,8 +527,16 @@ TEST(changed_sandbox_spec_recreates_the_pod_between_turns)
     ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, "sandbox_switched"), 1);
     ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
     reconcile_output_done(&o);
-    /* the same while a turn runs: left alone */
+    /* turn 2's runner is up but waits for the sandbox (turn 2 not yet
+     * journaled): the sandbox is replaced all the same */
     in.job = (struct observed_job){.exists = true, .turn = 2};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 1);
+    reconcile_output_done(&o);
+    /* while turn 2 runs: left alone, the turn ends on its sandbox */
+    in.journal.turn = 2;
+    in.journal.outcome = NULL;
+    in.journal.intent_pending = false;
     reconcile_decide(&in, &o);
     ASSERT_EQ_INT(count(&o, RA_DELETE, NULL), 0);
     reconcile_output_done(&o);

@@ -9,6 +9,7 @@
 #include "runner/prompt.h"
 #include "runner/replay.h"
 #include "runner/sbx.h"
+#include "runner/testhook.h"
 #include "base/limits.h"
 
 #include <stdio.h>
@@ -583,6 +584,29 @@ TEST(sandbox_results_render_as_tool_messages)
     ASSERT_CONTAINS(o, "not re-run");
     ASSERT_EQ_STR(st, "interrupted");
     free(o);
+    /* a write cut off by a sandbox restart is not reported as written */
+    struct sbx_result wr = {.tool = POLICY_WRITE, .http_status = 200,
+                            .body = "{\"status\":\"interrupted\",\"replayed\":true}",
+                            .replayed = true};
+    wr.body_len = strlen(wr.body);
+    o = sbx_render(&wr, &st);
+    ASSERT_EQ_STR(st, "interrupted");
+    ASSERT_CONTAINS(o, "interrupted");
+    ASSERT_TRUE(strstr(o, "ok: written") == NULL);
+    free(o);
+    wr.body = "{\"status\":\"completed\",\"path\":\"output/a\",\"size\":3,\"replayed\":true}";
+    wr.body_len = strlen(wr.body);
+    o = sbx_render(&wr, &st);
+    ASSERT_EQ_STR(o, "ok: written (recorded earlier)");
+    ASSERT_EQ_STR(st, "completed");
+    free(o);
+    o = render(POLICY_WRITE, 200, "{\"status\":\"completed\",\"path\":\"a\",\"size\":1}", &st);
+    ASSERT_EQ_STR(o, "ok: written");
+    ASSERT_EQ_STR(st, "completed");
+    free(o);
+    o = render(POLICY_WRITE, 200, "{\"status\":\"what\"}", &st);
+    ASSERT_EQ_STR(st, "error");
+    free(o);
     o = render(POLICY_WRITE, 403,
                "{\"error\":{\"code\":\"read_only\",\"message\":\"input/ is read-only\"}}", &st);
     ASSERT_EQ_STR(o, "error: read_only (HTTP 403): input/ is read-only");
@@ -714,4 +738,17 @@ TEST(spec_and_config)
     fe.kv = kv4;
     ASSERT_EQ_INT(runner_config_load(fake_getenv, &fe, &c, &e), TERN_EINVALID);
     ASSERT_CONTAINS(e.msg, "TERN_TURN");
+}
+
+TEST(test_hooks_are_inert_unless_named)
+{
+    ASSERT_EQ_INT(testhook_match(NULL, "upload"), TESTHOOK_NONE);
+    ASSERT_EQ_INT(testhook_match("", "upload"), TESTHOOK_NONE);
+    ASSERT_EQ_INT(testhook_match("upload", "upload"), TESTHOOK_KILL);
+    ASSERT_EQ_INT(testhook_match("upload:kill", "upload"), TESTHOOK_KILL);
+    ASSERT_EQ_INT(testhook_match("tool_call,upload:stop", "upload"), TESTHOOK_STOP);
+    ASSERT_EQ_INT(testhook_match("uploads:stop", "upload"), TESTHOOK_NONE);
+    ASSERT_EQ_INT(testhook_match("upload:nap", "upload"), TESTHOOK_NONE);
+    ASSERT_EQ_INT(testhook_match("tool_call", "tool_result"), TESTHOOK_NONE);
+    ASSERT_EQ_INT(testhook_match("model_response:stop,tool_call", "tool_call"), TESTHOOK_KILL);
 }

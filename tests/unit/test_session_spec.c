@@ -112,6 +112,19 @@ static char *dump(const struct session_spec *s)
     for (size_t i = 0; i < s->permissions.nnetwork; i++)
         buf_printf(&b, "network[%zu]=%s/%d\n", i, s->permissions.network[i].text,
                    s->permissions.network[i].prefix);
+    for (size_t i = 0; i < s->tools.nmcp; i++) {
+        const struct session_mcp_server *m = &s->tools.mcp[i];
+        buf_printf(&b, "mcp[%zu]=%s %s %s %lld", i, m->name, m->url,
+                   m->headers_secret ? m->headers_secret : "-", (long long)m->timeout_seconds);
+        for (size_t k = 0; k < m->nallowed; k++)
+            buf_printf(&b, " %s", m->allowed[k]);
+        buf_putc(&b, '\n');
+    }
+    for (size_t i = 0; i < s->tools.nremotes; i++) {
+        const struct session_publish_remote *r = &s->tools.remotes[i];
+        buf_printf(&b, "remote[%zu]=%s %s %s/%s %s %d\n", i, r->name, r->url, r->token_secret,
+                   r->token_key, r->username, r->bearer);
+    }
     I(limits.timeout_seconds);
     I(limits.max_model_turns);
     I(limits.max_tool_calls);
@@ -174,17 +187,19 @@ TEST(spec_approvals_and_limits_example)
     ASSERT_EQ_STR(s->namespace, "default");
     ASSERT_EQ_STR(s->service_account, "tern-runner");
     ASSERT_EQ_INT(s->permissions.napprovals, 2);
-    ASSERT_EQ_INT(s->permissions.approvals[0].tool, SESSION_TOOL_EXEC_COMMAND);
-    ASSERT_EQ_STR(s->permissions.approvals[0].glob, "git push*");
+    ASSERT_EQ_INT(s->permissions.approvals[0].tool, SESSION_TOOL_PUBLISH_BRANCH);
+    ASSERT_EQ_STR(s->permissions.approvals[0].glob, "origin/*");
     ASSERT_EQ_INT(s->permissions.approvals[1].tool, SESSION_TOOL_WRITE_FILE);
-    ASSERT_TRUE(session_spec_requires_approval(s, SESSION_TOOL_EXEC_COMMAND,
-                                               "git push origin fix/flaky-clock"));
+    ASSERT_TRUE(session_spec_requires_approval(s, SESSION_TOOL_PUBLISH_BRANCH,
+                                               "origin/fix/flaky-clock"));
     ASSERT_FALSE(session_spec_requires_approval(s, SESSION_TOOL_EXEC_COMMAND, "git status"));
-    ASSERT_FALSE(session_spec_requires_approval(s, SESSION_TOOL_READ_FILE, "git push"));
+    ASSERT_FALSE(session_spec_requires_approval(s, SESSION_TOOL_READ_FILE, "origin/x"));
     ASSERT_TRUE(session_spec_requires_approval(s, SESSION_TOOL_WRITE_FILE, "output/a/b.md"));
     ASSERT_FALSE(session_spec_requires_approval(s, SESSION_TOOL_WRITE_FILE, "working/a.md"));
     ASSERT_EQ_INT(s->permissions.nnetwork, 1);
-    ASSERT_EQ_INT(s->permissions.network[0].prefix, 20);
+    ASSERT_EQ_INT(s->permissions.network[0].prefix, 16);
+    ASSERT_EQ_INT(s->tools.nremotes, 1);
+    ASSERT_EQ_STR(s->tools.remotes[0].token_secret, "github-push");
     ASSERT_EQ_INT(s->limits.timeout_seconds, 1800);
     ASSERT_EQ_INT(s->limits.max_model_turns, 30);
     ASSERT_EQ_INT(s->limits.max_tool_calls, 120);
@@ -453,8 +468,9 @@ TEST(spec_defaults_agree_with_the_crd)
     const cJSON *schema = crd_schema(crd);
     ASSERT_NOT_NULL(schema);
     const char *files[] = {"examples/minimal.yaml", "examples/approvals-and-limits.yaml",
-                           "examples/context-skills-memory.yaml"};
-    for (size_t i = 0; i < 3; i++) {
+                           "examples/context-skills-memory.yaml", "examples/trusted-tools.yaml",
+                           "examples/demo.yaml"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         cJSON *doc = session_doc(files[i]);
         struct session_spec *plain = parse_ok(doc);
         apply_defaults(schema, doc);
@@ -488,6 +504,45 @@ static struct session_spec *spec_of(const char *json)
     struct session_spec *s = parse_ok(j);
     cJSON_Delete(j);
     return s;
+}
+
+TEST(spec_trusted_tools)
+{
+    struct session_spec *s = spec_of(
+        "{\"spec\":{\"objective\":\"x\",\"permissions\":{\"requiresApproval\":["
+        "\"publish_branch:origin/*\",\"mcp:tracker/create_*:*\\\"prod\\\"*\","
+        "\"exec_command:git push*\"]},"
+        "\"tools\":{\"mcpServers\":[{\"name\":\"tracker\",\"url\":\"https://mcp.example.com/mcp\","
+        "\"headersSecretRef\":{\"name\":\"tracker-mcp\"},\"allowedTools\":[\"search\","
+        "\"create_issue\"],\"timeoutSeconds\":30},{\"name\":\"docs\",\"url\":"
+        "\"http://127.0.0.1:9/mcp\",\"allowedTools\":[\"lookup\"]}],"
+        "\"publish\":{\"remotes\":[{\"name\":\"origin\",\"url\":\"https://git.example.com/a.git\","
+        "\"tokenSecretRef\":{\"name\":\"gh\",\"key\":\"token\"}},{\"name\":\"mirror\","
+        "\"url\":\"https://m.example.com/a.git\",\"auth\":\"Bearer\",\"username\":\"bot\","
+        "\"tokenSecretRef\":{\"name\":\"m\",\"key\":\"t\"}}]}}}}");
+    ASSERT_EQ_INT(s->tools.nmcp, 2);
+    ASSERT_EQ_STR(s->tools.mcp[0].name, "tracker");
+    ASSERT_EQ_STR(s->tools.mcp[0].headers_secret, "tracker-mcp");
+    ASSERT_EQ_INT(s->tools.mcp[0].nallowed, 2);
+    ASSERT_EQ_STR(s->tools.mcp[0].allowed[1], "create_issue");
+    ASSERT_EQ_INT(s->tools.mcp[0].timeout_seconds, 30);
+    ASSERT_NULL(s->tools.mcp[1].headers_secret);
+    ASSERT_EQ_INT(s->tools.mcp[1].timeout_seconds, SESSION_DEFAULT_MCP_TIMEOUT);
+    ASSERT_EQ_INT(s->tools.nremotes, 2);
+    ASSERT_EQ_STR(s->tools.remotes[0].username, SESSION_DEFAULT_PUBLISH_USERNAME);
+    ASSERT_FALSE(s->tools.remotes[0].bearer);
+    ASSERT_EQ_STR(s->tools.remotes[1].username, "bot");
+    ASSERT_TRUE(s->tools.remotes[1].bearer);
+    ASSERT_EQ_INT(s->permissions.napprovals, 3);
+    ASSERT_EQ_INT(s->permissions.approvals[0].tool, SESSION_TOOL_PUBLISH_BRANCH);
+    ASSERT_EQ_STR(s->permissions.approvals[0].glob, "origin/*");
+    ASSERT_EQ_INT(s->permissions.approvals[1].tool, SESSION_TOOL_MCP);
+    ASSERT_EQ_STR(s->permissions.approvals[1].glob, "tracker/create_*:*\"prod\"*");
+    ASSERT_EQ_STR(session_tool_name(SESSION_TOOL_MCP), "mcp");
+    ASSERT_EQ_STR(session_tool_name(SESSION_TOOL_PUBLISH_BRANCH), "publish_branch");
+    /* neither is a name of permissions.tools */
+    ASSERT_EQ_INT(session_tool_from_name("publish_branch"), 0);
+    session_spec_free(s);
 }
 
 TEST(spec_update_rules)

@@ -529,6 +529,14 @@ static int print_event(void *ctx, const struct journal_event *ev)
     case JOURNAL_EV_TOOL_RESULT:
         buf_printf(&b, "tool result %s %s: %s%s", S("callId"), S("tool"), S("status"),
                    cJSON_IsTrue(json_get(d, "replayed")) ? " (replayed)" : "");
+        if (*S("commit")) /* publish_branch */
+            buf_printf(&b, " (%s %s to %s as %s)",
+                       cJSON_IsFalse(json_get(d, "pushed")) ? "found" : "pushed", S("commit"),
+                       S("remote"), S("ref"));
+        if (*S("server")) /* an MCP tool */
+            buf_printf(&b, " (MCP server %s)", S("server"));
+        if (cJSON_IsTrue(json_get(d, "redacted")))
+            buf_puts(&b, " (credentials redacted)");
         break;
     case JOURNAL_EV_APPROVAL_REQUESTED:
         buf_printf(&b, "approval requested %s: %s", S("id"), S("summary"));
@@ -539,6 +547,12 @@ static int print_event(void *ctx, const struct journal_event *ev)
     case JOURNAL_EV_TURN_FINISHED:
         buf_printf(&b, "turn finished: %s %s%s", S("outcome"), S("reason"), S("summary"));
         break;
+    case JOURNAL_EV_SNAPSHOT: {
+        int64_t upto = 0;
+        json_item_int64(json_get(d, "upto"), &upto);
+        buf_printf(&b, "snapshot of the session up to seq %lld", (long long)upto);
+        break;
+    }
     default: {
         char *txt = json_print(d);
         buf_printf(&b, "%s %.200s", ev->type_name ? ev->type_name : "?", txt);
@@ -600,15 +614,26 @@ static int cmd_logs(struct cli *c)
         goto out;
     }
     int r;
+    /* a compacted journal (the runner's snapshots) starts at its latest
+     * snapshot: say so, then show from there */
+    uint64_t from = 1;
+    if (journal_summary(j)->snapshot_seq &&
+        journal_replay(j, 1, NULL, NULL, NULL, &err) == TERN_ECOMPACTED) {
+        fprintf(stderr,
+                "kubectl-tern: events before seq %llu were compacted into a snapshot; showing "
+                "from it\n",
+                (unsigned long long)journal_summary(j)->snapshot_seq);
+        from = JOURNAL_FROM_SNAPSHOT;
+    }
     if (c->follow) {
         struct sigaction sa = {.sa_handler = on_int};
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
-        r = journal_tail(j, 1, print_event, NULL, &interrupted, &err);
+        r = journal_tail(j, from, print_event, NULL, &interrupted, &err);
         if (r == -ECANCELED)
             r = 0;
     } else {
-        r = journal_replay(j, 1, print_event, NULL, NULL, &err);
+        r = journal_replay(j, from, print_event, NULL, NULL, &err);
     }
     if (r) {
         die("journal: %s", err.msg);

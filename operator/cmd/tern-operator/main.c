@@ -40,12 +40,13 @@ struct opts {
     const char *egress_proxy, *egress_proxy_ns, *egress_proxy_labels;
     bool leader_elect;
     int64_t workers;
+    int64_t session_ttl;
 };
 
 static const struct flag {
     const char *name, *env, *help;
     size_t off;
-    int kind; /* 0 string, 1 bool, 2 int */
+    int kind; /* 0 string, 1 bool, 2 int (1..64), 3 seconds (0..31536000) */
 } flags[] = {
 #define F(n, e, k, field, h) {n, e, h, offsetof(struct opts, field), k}
     F("kubeconfig", "TERN_KUBECONFIG", 0, kubeconfig, "kubeconfig file (default: in-cluster)"),
@@ -79,6 +80,9 @@ static const struct flag {
     F("workers", "TERN_WORKERS", 2, workers, "reconcile workers"),
     F("test-clock-file", "TERN_TEST_CLOCK_FILE", 0, test_clock,
       "tests only: a file with seconds to add to the clock of AgentBudget windows"),
+    F("ttl-seconds-after-finished", "TERN_TTL_SECONDS_AFTER_FINISHED", 3, session_ttl,
+      "delete finished sessions this long after they finished, unless their "
+      "spec.ttlSecondsAfterFinished says otherwise (0: keep them)"),
 #undef F
 };
 
@@ -101,7 +105,8 @@ static int set_flag(struct opts *o, const struct flag *f, const char *v)
             *(bool *)base = false;
         else
             return -EINVAL;
-    } else if (num_parse_range(v, 1, 64, (int64_t *)base)) {
+    } else if (num_parse_range(v, f->kind == 3 ? 0 : 1, f->kind == 3 ? 31536000 : 64,
+                               (int64_t *)base)) {
         return -EINVAL;
     }
     return 0;
@@ -412,6 +417,7 @@ int main(int argc, char **argv)
                 .model_secret_key = o.model_key && *o.model_key ? o.model_key : "api-key",
                 .turn_backoff_limit = 4,
                 .job_ttl_seconds = 3600,
+                .session_ttl_seconds = o.session_ttl,
                 .egress_proxy = proxy,
                 .egress_proxy_namespace =
                     o.egress_proxy_ns && *o.egress_proxy_ns ? o.egress_proxy_ns : NULL,

@@ -106,6 +106,8 @@ static int cmd_turn(void)
     snprintf(lockw, sizeof lockw, "%lld", (long long)st.lock_wait_ms);
     snprintf(replayed, sizeof replayed, "%lld", (long long)st.replayed);
     int code = rc == 0 ? 0 : rc == TERN_EINVALID ? EXIT_CONFIG : EXIT_RETRY;
+    if (st.tool_notes[0])
+        tlog_warn("allowed MCP tools not offered", "why", st.tool_notes);
     if (rc == 0)
         tlog_info("turn ended", "outcome", st.outcome, "#steps", steps, "#appends", appends,
                   "#replayed", replayed, "#totalMs", total, "#modelMs", model, "#toolMs", tool,

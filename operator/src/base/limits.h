@@ -34,6 +34,8 @@
 
 /* Journal */
 #define TERN_JOURNAL_MAX_EVENT     (512u << 10) /* larger payloads are chunked */
+#define TERN_JOURNAL_MAX_RESULT    (32u << 10)  /* the final answer kept in the summary
+                                                 * (status.result.summary maxLength) */
 
 /* Errors */
 #define TERN_ERRMSG_MAX            512
@@ -149,6 +151,39 @@
 #define TERN_EGRESS_MAX_HOSTS        4096        /* names in that map */
 #define TERN_EGRESS_MAX_RATE_KEYS    4096        /* sessions whose refusal Events are rate-limited */
 #define TERN_EGRESS_MAX_PODS         65536       /* sandbox pods / sessions indexed */
+/* Trusted tools: credentials the runner uses outside the sandbox
+ * (trusted/sanitize, mcp/, runner/mcp, runner/publish; docs/tools.md) */
+#define TERN_SANITIZE_MAX_SECRETS  64          /* credential values registered */
+#define TERN_SANITIZE_MAX_SECRET   8192        /* one credential value, bytes */
+#define TERN_SANITIZE_MIN_SECRET   4           /* shorter values are refused (they would match anywhere) */
+#define TERN_SANITIZE_MIN_FORM     8           /* a derived form (base64 core) is only searched from this length */
+#define TERN_SANITIZE_MIN_PARTIAL  6           /* a form cut off at the end of a text is removed from this length */
+#define TERN_SANITIZE_MAX_INPUT    (16u << 20) /* one text sanitized */
+#define TERN_MCP_MAX_SERVERS       8           /* spec.tools.mcpServers */
+#define TERN_MCP_MAX_ALLOWED       64          /* allowedTools of one server */
+#define TERN_MCP_MAX_OFFERED       64          /* MCP tools offered to the model in total */
+#define TERN_MCP_MAX_LISTED        1000        /* tools read from one server's tools/list, all pages */
+#define TERN_MCP_MAX_PAGES         20          /* tools/list pages followed */
+#define TERN_MCP_MAX_RESPONSE      (8u << 20)  /* one HTTP response: a JSON body or a whole SSE stream */
+#define TERN_MCP_MAX_MESSAGE       (4u << 20)  /* one JSON-RPC message (an SSE event's data) */
+#define TERN_MCP_MAX_SSE_LINE      (4u << 20)  /* one SSE line */
+#define TERN_MCP_MAX_SSE_EVENTS    10000       /* SSE events in one response */
+#define TERN_MCP_MAX_SCHEMA        (16u << 10) /* a tool's inputSchema, as compact JSON */
+#define TERN_MCP_MAX_SCHEMA_DEPTH  16          /* nesting of an inputSchema */
+#define TERN_MCP_MAX_DESCRIPTION   2048        /* a tool's description, bytes */
+#define TERN_MCP_MAX_SERVER_NAME   16          /* spec.tools.mcpServers[].name */
+#define TERN_MCP_MAX_TOOL_NAME     46          /* an MCP tool name (<server>__<tool> fits 64) */
+#define TERN_MCP_MAX_ARGS          (256u << 10) /* a call's arguments, bytes */
+#define TERN_MCP_MAX_ARGS_DEPTH    32          /* nesting of a call's arguments */
+#define TERN_MCP_MAX_HEADERS       32          /* headers from a server's Secret */
+#define TERN_MCP_MAX_HEADER_VALUE  8192        /* one header value */
+#define TERN_MCP_MAX_SESSION_ID    1024        /* Mcp-Session-Id */
+#define TERN_MCP_MAX_TIMEOUT_S     600         /* spec.tools.mcpServers[].timeoutSeconds */
+#define TERN_PUBLISH_MAX_REMOTES   8           /* spec.tools.publish.remotes */
+#define TERN_PUBLISH_MAX_REF       200         /* a branch name, bytes */
+#define TERN_PUBLISH_MAX_BUNDLE    (1ULL << 30) /* a repository bundle fetched from the sandbox */
+#define TERN_PUBLISH_MAX_GIT_OUTPUT (64u << 10) /* kept stdout/stderr of one git command */
+#define TERN_PUBLISH_MAX_TOKEN     8192        /* a remote's token */
 
 /* base/glob (policy approval/writable globs, spec globs, sandboxd --writable) */
 #define TERN_GLOB_MAX_PATTERN 4096 /* one glob, bytes */

@@ -527,6 +527,55 @@ static cJSON *runner_job(const struct session_spec *s, const struct children_con
     return o;
 }
 
+/* The credentials of spec.tools, for the runner pod only (docs/tools.md):
+ * each MCP server's header Secret at CHILDREN_TRUSTED_DIR/mcp/<server>/
+ * (every key a header), each remote's token key at
+ * CHILDREN_TRUSTED_DIR/publish/<remote>/token; with remotes, an emptyDir
+ * at /tmp for git (the root filesystem is read-only). */
+static void trusted_mounts(const struct session_spec *s, cJSON *job, cJSON *ctr)
+{
+    if (!s->tools.nmcp && !s->tools.nremotes)
+        return;
+    cJSON *pod = (cJSON *)json_get(json_get(json_get(job, "spec"), "template"), "spec");
+    cJSON *vols = (cJSON *)json_get(pod, "volumes");
+    cJSON *mounts = (cJSON *)json_get(ctr, "volumeMounts");
+    for (size_t i = 0; i < s->tools.nmcp; i++) {
+        const struct session_mcp_server *m = &s->tools.mcp[i];
+        if (!m->headers_secret)
+            continue;
+        char *vname = xasprintf("mcp-%s", m->name);
+        char *path = xasprintf("%s/mcp/%s", CHILDREN_TRUSTED_DIR, m->name);
+        cJSON *v = push_obj(vols);
+        str(v, "name", vname);
+        str(sub(v, "secret"), "secretName", m->headers_secret);
+        mount(mounts, vname, path, NULL, 1);
+        free(vname);
+        free(path);
+    }
+    for (size_t i = 0; i < s->tools.nremotes; i++) {
+        const struct session_publish_remote *r = &s->tools.remotes[i];
+        char *vname = xasprintf("publish-%s", r->name);
+        char *path = xasprintf("%s/publish/%s", CHILDREN_TRUSTED_DIR, r->name);
+        cJSON *v = push_obj(vols);
+        str(v, "name", vname);
+        cJSON *sec = sub(v, "secret");
+        str(sec, "secretName", r->token_secret);
+        cJSON *item = push_obj(arr(sec, "items"));
+        str(item, "key", r->token_key);
+        str(item, "path", "token");
+        mount(mounts, vname, path, NULL, 1);
+        free(vname);
+        free(path);
+    }
+    if (s->tools.nremotes) {
+        cJSON *v = push_obj(vols);
+        str(v, "name", "tmp");
+        sub(v, "emptyDir");
+        mount(mounts, "tmp", "/tmp", NULL, 0);
+        env((cJSON *)json_get(ctr, "env"), "TMPDIR", "/tmp");
+    }
+}
+
 cJSON *children_turn_job(const struct session_spec *s, const struct children_config *c,
                          int64_t turn, const char *prices_json)
 {
@@ -574,6 +623,7 @@ cJSON *children_turn_job(const struct session_spec *s, const struct children_con
         str(sub(item, "fieldRef"), "fieldPath",
             "metadata.annotations['" CHILDREN_ANN_PRICES "']");
     }
+    trusted_mounts(s, o, ctr);
     return o;
 }
 

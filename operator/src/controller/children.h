@@ -39,6 +39,9 @@ struct children_config {
     const char *model_secret_key;
     int64_t turn_backoff_limit;       /* Job backoffLimit (retryable failures) */
     int64_t job_ttl_seconds;          /* ttlSecondsAfterFinished */
+    /* sessions without spec.ttlSecondsAfterFinished are deleted this long
+     * after they finished; <= 0: kept (--ttl-seconds-after-finished) */
+    int64_t session_ttl_seconds;
     /* The egress proxy sandboxes use (docs/egress.md); NULL = none, and
      * then host entries of networkAllowlist allow nothing. */
     const char *egress_proxy;           /* "HOST:PORT" for HTTP(S)_PROXY (HOST an IP literal) */
@@ -81,9 +84,14 @@ char *children_no_proxy(const struct session_spec *s);
  * pod annotation tern.dev/prices, projected by the downward API to
  * CHILDREN_PRICES_FILE, which TERN_PRICES_FILE names (so an edited price
  * table applies from the next turn, with no object per session). The
- * runner container's termination message falls back to its log. */
+ * runner container's termination message falls back to its log. The
+ * Secrets of spec.tools (MCP headers, publish tokens) are mounted under
+ * CHILDREN_TRUSTED_DIR, in this pod only. */
 cJSON *children_turn_job(const struct session_spec *s, const struct children_config *c,
                          int64_t turn, const char *prices_json);
+/* The runner pod's mounts of spec.tools' Secrets (the runner's
+ * RUNNER_TRUSTED_DIR; the sandbox pod never mounts them). */
+#define CHILDREN_TRUSTED_DIR   "/var/run/tern/trusted"
 #define CHILDREN_DEADLINE_GRACE 60 /* s past timeoutSeconds before a turn Job is killed */
 #define CHILDREN_ANN_PRICES    "tern.dev/prices"
 #define CHILDREN_PRICES_DIR    "/var/run/tern/prices"

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,76 @@ static const struct kgvr gvrs[W_COUNT] = {
     [W_CONFIGMAPS] = {"", "v1", "configmaps"},
     [W_NETPOLS] = {"networking.k8s.io", "v1", "networkpolicies"},
 };
+
+/* ---- what the caches keep ---- */
+
+/* Only the metadata the controller reads: identity, labels, owners,
+ * deletion; no annotations (but the sandbox hash of pods), no managed
+ * fields (dropped by the informer). */
+static void trim_metadata(cJSON *obj, bool keep_annotations)
+{
+    cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+    static const char *const keep[] = {"name",          "namespace", "uid",
+                                       "resourceVersion", "labels",  "ownerReferences",
+                                       "deletionTimestamp", "generation", "annotations"};
+    cJSON *it = md ? md->child : NULL;
+    while (it) {
+        cJSON *next = it->next;
+        bool k = false;
+        for (size_t i = 0; i < sizeof keep / sizeof keep[0] && !k; i++)
+            k = it->string && strcmp(it->string, keep[i]) == 0 &&
+                (keep_annotations || strcmp(keep[i], "annotations") != 0);
+        if (!k)
+            cJSON_Delete(cJSON_DetachItemViaPointer(md, it));
+        it = next;
+    }
+}
+
+/* The cache of a watched kind keeps what the reconcile reads (10,000
+ * sessions' children are most of the operator's memory): sessions whole
+ * but kubectl's last-applied copy of their spec; pods and Jobs their
+ * metadata and status (no spec); the other children only that they exist
+ * (metadata; never a Secret's data). */
+static void trim_cached(void *ctx, cJSON *obj)
+{
+    enum watched w = (enum watched)(intptr_t)ctx;
+    switch (w) {
+    case W_SESSIONS: {
+        cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "annotations");
+        if (cJSON_IsObject(ann))
+            cJSON_DeleteItemFromObjectCaseSensitive(
+                ann, "kubectl.kubernetes.io/last-applied-configuration");
+        break;
+    }
+    case W_PODS: {
+        trim_metadata(obj, true);
+        cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "annotations");
+        for (cJSON *a = ann ? ann->child : NULL, *next; a; a = next) {
+            next = a->next;
+            if (!a->string || strcmp(a->string, CHILDREN_ANN_SANDBOX_HASH) != 0)
+                cJSON_Delete(cJSON_DetachItemViaPointer(ann, a));
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(obj, "spec");
+        break;
+    }
+    case W_JOBS:
+        trim_metadata(obj, false);
+        cJSON_DeleteItemFromObjectCaseSensitive(obj, "spec");
+        break;
+    default:
+        trim_metadata(obj, false);
+        for (cJSON *it = obj->child, *next; it; it = next) {
+            next = it->next;
+            if (!it->string || (strcmp(it->string, "metadata") != 0 &&
+                                strcmp(it->string, "apiVersion") != 0 &&
+                                strcmp(it->string, "kind") != 0))
+                cJSON_Delete(cJSON_DetachItemViaPointer(obj, it));
+        }
+        break;
+    }
+}
 
 struct controller;
 
@@ -978,6 +1049,8 @@ int controller_new(const struct controller_config *cfg, struct controller **ret,
             .gvr = gvrs[w],
             .namespace = c->namespace,
             .label_selector = w == W_SESSIONS ? NULL : "app.kubernetes.io/managed-by=tern",
+            .transform = trim_cached,
+            .transform_ctx = (void *)(intptr_t)w,
         };
         struct informer_handlers h = {on_add, on_update, on_delete, &c->hctx[w]};
         c->inf[w] = informer_new(cfg->kube, &o, &h);

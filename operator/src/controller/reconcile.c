@@ -875,6 +875,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
                        : streq(cls, "SandboxUnreachable") ? "SandboxUnreachable"
                        : streq(cls, "JournalUnavailable") ? "JournalUnavailable"
                        : streq(cls, "SandboxNotReady")    ? "SandboxNotReady"
+                       : streq(cls, "ToolServerUnreachable") ? "ToolServerUnreachable"
                                                           : "AttemptFailed")
                     : "AttemptFailed";
         stuck_msg = xasprintf("turn %lld: attempt %lld of %lld failed (exit %d)%s%s; the Job "
@@ -906,11 +907,20 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
                       !streq(in->pod.phase, "Succeeded");
     bool pod_stale = pod_usable && !streq(in->pod.sandbox_hash, hash);
     bool sandbox_ready = pod_usable && !pod_stale && in->pod.ready && in->pod.ip;
-    if (in->pod.exists && !in->pod.deleting && !running) {
+    /* a session whose turn cannot start (its runner is blocked, no Job
+     * runs) waits like an idle one: no new sandbox, and the one it has goes
+     * after idleSuspendSeconds (it comes back with the turn) */
+    bool idle_blocked = stuck_runner && !running;
+    /* a turn whose runner is up but has not journaled turn_started yet (it
+     * waits for the sandbox) may have its sandbox replaced like no turn */
+    bool turn_underway = running && !(in->job.turn > j->turn);
+    if (in->pod.exists && !in->pod.deleting && (!turn_underway || !pod_usable)) {
         bool park = false;
         const char *why = NULL;
         if (!pod_usable) {
             why = "the sandbox pod ended; it is recreated when needed";
+        } else if (pod_stale && turn_underway) {
+            /* the turn ends on the sandbox it started with */
         } else if (pod_stale) {
             why = "spec.sandbox changed; the sandbox is recreated on the same workspace";
             cJSON *d = cJSON_CreateObject();
@@ -919,6 +929,8 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             char *key = xasprintf("sandbox/%s", hash);
             append(out, "sandbox_switched", j->turn, key, d);
             free(key);
+        } else if (running) {
+            /* a turn's runner is waiting for this sandbox */
         } else if ((s->suspend || failed || budget_hold) && in->forks_copying == 0) {
             why = s->suspend ? "suspended: the sandbox pod is removed, the workspace kept"
                   : failed   ? "the session ended: the sandbox pod is removed"
@@ -928,7 +940,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             park = true;
             why = "idle while another session waits for a slot of its AgentBudget: the sandbox "
                   "pod is parked, the workspace kept";
-        } else if (!need_sandbox && s->sandbox.idle_suspend_seconds > 0) {
+        } else if ((!need_sandbox || idle_blocked) && s->sandbox.idle_suspend_seconds > 0) {
             int64_t idle_until = j->updated_at + s->sandbox.idle_suspend_seconds;
             if (in->now >= idle_until) {
                 park = true;
@@ -947,7 +959,8 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     /* a team budget may hold a new sandbox back (a concurrency cap, the
      * sessions started in a window): the shell asks, then decides again */
     bool budget_queued = tb && tb->checked && !tb->admitted;
-    if (need_sandbox && !in->pod.exists && !journal_moving && !stuck_sandbox) {
+    bool sandbox_created = false;
+    if (need_sandbox && !idle_blocked && !in->pod.exists && !journal_moving && !stuck_sandbox) {
         if (tb && !tb->checked)
             out->wants_admission = true;
         if (!in->refs_checked)
@@ -955,6 +968,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         if (!budget_queued) {
             create(out, "v1/pods", children_sandbox_pod(s, in->cfg));
             event(out, "Normal", "SandboxCreated", "sandbox pod created");
+            sandbox_created = true;
             if (s->permissions.nhosts && !in->cfg->egress_proxy) {
                 char *note = xasprintf(
                     "spec.permissions.networkAllowlist names hosts (the first: %s), but this "
@@ -968,6 +982,11 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     } else {
         budget_queued = false;
     }
+    /* the turn's runner starts beside its sandbox, not after it: the runner
+     * waits for the sandbox's address and for tern-sandboxd to answer, so
+     * the two pods start at once (apply -> first model request) */
+    bool sandbox_coming = sandbox_ready || sandbox_created ||
+                          (pod_usable && !pod_stale && !stuck_sandbox);
 
     /* --- a fork's workspace copy ------------------------------------------ */
     if (!forked && j->last_seq == fork_at && !journal_moving) {
@@ -1002,7 +1021,8 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     /* --- the next turn ------------------------------------------------ */
     int64_t next_turn = j->turn + 1;
     bool job_for_next = in->job.exists && in->job.turn == next_turn;
-    if (want_turn && sandbox_ready && !journal_moving && !job_for_next && !stuck_runner) {
+    if (want_turn && sandbox_coming && !journal_moving && !job_for_next && !stuck_runner &&
+        !stuck_sandbox) {
         if (!in->refs_checked)
             out->wants_refs = true;
         create(out, "batch/v1/jobs", children_turn_job(s, in->cfg, next_turn, in->price_json));
@@ -1027,8 +1047,8 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         phase = "Queued";
     else if (!forked)
         phase = "Provisioning";
-    else if (running)
-        phase = "Running";
+    else if (running) /* the runner may be up before its sandbox */
+        phase = sandbox_ready || !need_sandbox ? "Running" : "Provisioning";
     else if (j->pending_id)
         phase = "WaitingForApproval";
     else if (completed) /* a finished session stays finished when suspended */
@@ -1040,6 +1060,25 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     else
         phase = "Pending";
     out->phase = phase;
+
+    /* --- a finished session past its time to live ----------------------- */
+    int64_t ttl = s->ttl_seconds_after_finished >= 0 ? s->ttl_seconds_after_finished
+                  : in->cfg->session_ttl_seconds > 0 ? in->cfg->session_ttl_seconds
+                                                     : -1;
+    if (ttl >= 0 && (streq(phase, "Succeeded") || streq(phase, "Failed")) && j->last_seq > 0) {
+        int64_t expires = j->updated_at + ttl;
+        if (in->now >= expires) {
+            char *note = xasprintf("finished %lld s ago (ttlSecondsAfterFinished %lld): the "
+                                   "session is deleted%s",
+                                   (long long)(in->now - j->updated_at), (long long)ttl,
+                                   in->retain_journal ? ", its journal kept" : "");
+            event(out, "Normal", "Expired", note);
+            free(note);
+            delete_child(out, "tern.dev/v1alpha1/agentsessions", xstrdup(in->name));
+        } else if (!out->requeue_after || expires - in->now < out->requeue_after) {
+            out->requeue_after = expires - in->now;
+        }
+    }
 
     json_add_string(st, "phase", phase);
     const char *ready_reason = phase;
@@ -1152,7 +1191,10 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     char *podname = children_name(s->name, "sandbox");
     json_add_string(sb, "pod", podname);
     free(podname);
-    if (sandbox_ready) {
+    /* the address once the pod runs (the runner may connect as soon as
+     * tern-sandboxd answers; a Pending pod's IP may never serve); ready once
+     * the pod's readiness probe passed */
+    if (pod_usable && !pod_stale && in->pod.ip && streq(in->pod.phase, "Running")) {
         char *addr = xasprintf("%s:%d", in->pod.ip, SANDBOX_PORT);
         json_add_string(sb, "address", addr);
         free(addr);

@@ -76,24 +76,51 @@ void refs_check(struct kclient *kc, const struct session_spec *s,
     const char *key = s->model.api_key_secret ? s->model.api_key_key : cfg->model_secret_key;
     if (!key)
         key = "api-key";
-    if (!secret)
-        return;
-    const char *where = s->model.api_key_secret ? "spec.model.apiKeySecretRef"
-                                                : "the operator's --model-secret-name";
-    cJSON *obj = NULL;
-    if (missing(kc, &secrets, ns, secret, &obj)) {
-        set(&r->runner, "SecretNotFound",
-            xasprintf("Secret \"%s\" (%s) not found in namespace %s: the runner needs the model "
-                      "API key from it; create it (key \"%s\") and the session goes on",
-                      secret, where, ns, key));
-    } else if (obj && !json_get(json_get(obj, "data"), key) &&
-               !json_get(json_get(obj, "stringData"), key)) {
-        set(&r->runner, "SecretKeyNotFound",
-            xasprintf("Secret \"%s\" (%s) has no key \"%s\": the runner needs the model API key "
-                      "there",
-                      secret, where, key));
+    if (secret) {
+        const char *where = s->model.api_key_secret ? "spec.model.apiKeySecretRef"
+                                                    : "the operator's --model-secret-name";
+        cJSON *obj = NULL;
+        if (missing(kc, &secrets, ns, secret, &obj)) {
+            set(&r->runner, "SecretNotFound",
+                xasprintf("Secret \"%s\" (%s) not found in namespace %s: the runner needs the "
+                          "model API key from it; create it (key \"%s\") and the session goes on",
+                          secret, where, ns, key));
+        } else if (obj && !json_get(json_get(obj, "data"), key) &&
+                   !json_get(json_get(obj, "stringData"), key)) {
+            set(&r->runner, "SecretKeyNotFound",
+                xasprintf("Secret \"%s\" (%s) has no key \"%s\": the runner needs the model API "
+                          "key there",
+                          secret, where, key));
+        }
+        cJSON_Delete(obj);
     }
-    cJSON_Delete(obj);
+    /* the trusted tools' credentials (mounted in the runner pod only) */
+    for (size_t i = 0; i < s->tools.nmcp && !r->runner.reason; i++) {
+        const struct session_mcp_server *m = &s->tools.mcp[i];
+        if (m->headers_secret && missing(kc, &secrets, ns, m->headers_secret, NULL))
+            set(&r->runner, "SecretNotFound",
+                xasprintf("Secret \"%s\" (spec.tools.mcpServers[%zu].headersSecretRef) not found "
+                          "in namespace %s: the runner sends its keys as the headers of MCP "
+                          "server %s; create it and the session goes on",
+                          m->headers_secret, i, ns, m->name));
+    }
+    for (size_t i = 0; i < s->tools.nremotes && !r->runner.reason; i++) {
+        const struct session_publish_remote *p = &s->tools.remotes[i];
+        cJSON *obj = NULL;
+        if (missing(kc, &secrets, ns, p->token_secret, &obj))
+            set(&r->runner, "SecretNotFound",
+                xasprintf("Secret \"%s\" (spec.tools.publish.remotes[%zu].tokenSecretRef) not "
+                          "found in namespace %s: the runner pushes to remote %s with its token; "
+                          "create it (key \"%s\") and the session goes on",
+                          p->token_secret, i, ns, p->name, p->token_key));
+        else if (obj && !json_get(json_get(obj, "data"), p->token_key) &&
+                 !json_get(json_get(obj, "stringData"), p->token_key))
+            set(&r->runner, "SecretKeyNotFound",
+                xasprintf("Secret \"%s\" (spec.tools.publish.remotes[%zu].tokenSecretRef) has no "
+                          "key \"%s\": the runner needs the token of remote %s there",
+                          p->token_secret, i, p->token_key, p->name));
+        cJSON_Delete(obj);
+    }
 }
 
 void refs_result_done(struct refs_result *r)

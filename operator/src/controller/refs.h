@@ -12,7 +12,8 @@
  *   runner:  the model API key Secret (spec.model.apiKeySecretRef, else the
  *            operator's --model-secret-name) and its key; the runner
  *            ServiceAccount (spec.identity.serviceAccountName, else
- *            --runner-service-account)
+ *            --runner-service-account); the Secrets of spec.tools (MCP
+ *            headers, publish tokens and their keys)
  * An answer other than NotFound (no RBAC to read it, the API down) is not
  * reported: the kubelet will tell, as before.
  */

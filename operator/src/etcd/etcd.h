@@ -312,8 +312,14 @@ int etcd_lease_ttl(struct etcd *c, int64_t id, int64_t *ret_ttl, int64_t *ret_gr
 struct etcd_keeper;
 int etcd_keeper_start(struct etcd *c, int64_t lease_id, int64_t ttl_s, struct etcd_keeper **ret,
                       struct tern_err *err);
+/* The same, but an etcd that cannot be reached is retried for give_up_ms
+ * (at least one TTL) before the lease counts as lost: etcd renews every
+ * lease when it comes back, so an outage shorter than that loses nothing.
+ * An answer that the lease is gone still ends it at once. */
+int etcd_keeper_start_budget(struct etcd *c, int64_t lease_id, int64_t ttl_s, long give_up_ms,
+                             struct etcd_keeper **ret, struct tern_err *err);
 /* True once the lease was found expired (or could not be refreshed for a
- * whole TTL). Thread-safe. */
+ * whole TTL, or give_up_ms). Thread-safe. */
 bool etcd_keeper_lost(const struct etcd_keeper *k);
 /* Stops and joins the thread and frees the keeper (accepts NULL). It does
  * not revoke the lease. Returns within about one request timeout. */

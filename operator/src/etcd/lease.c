@@ -125,6 +125,7 @@ struct etcd_keeper {
     struct etcd *c;
     int64_t id;
     int64_t ttl_s;
+    long give_up_ms;
     atomic_bool stop;
     atomic_bool lost;
     pthread_t th;
@@ -142,7 +143,7 @@ static void *keeper_main(void *arg)
         int r = keepalive(k->c, k->id, &k->stop, NULL, &e);
         if (r == 0) {
             last_ok = now_ms();
-        } else if (r == TERN_ENOTFOUND || now_ms() - last_ok >= k->ttl_s * 1000) {
+        } else if (r == TERN_ENOTFOUND || now_ms() - last_ok >= k->give_up_ms) {
             atomic_store(&k->lost, true);
             break;
         }
@@ -156,12 +157,19 @@ static void *keeper_main(void *arg)
 int etcd_keeper_start(struct etcd *c, int64_t lease_id, int64_t ttl_s, struct etcd_keeper **ret,
                       struct tern_err *err)
 {
+    return etcd_keeper_start_budget(c, lease_id, ttl_s, 0, ret, err);
+}
+
+int etcd_keeper_start_budget(struct etcd *c, int64_t lease_id, int64_t ttl_s, long give_up_ms,
+                             struct etcd_keeper **ret, struct tern_err *err)
+{
     if (ttl_s <= 0)
         return err_set(err, TERN_EINVALID, "etcd keeper: ttl must be > 0");
     struct etcd_keeper *k = xcalloc(1, sizeof *k);
     k->c = c;
     k->id = lease_id;
     k->ttl_s = ttl_s;
+    k->give_up_ms = give_up_ms > ttl_s * 1000 ? give_up_ms : (long)ttl_s * 1000;
     atomic_init(&k->stop, false);
     atomic_init(&k->lost, false);
     int r = pthread_create(&k->th, NULL, keeper_main, k);

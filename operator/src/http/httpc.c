@@ -45,12 +45,38 @@ struct xfer {
     struct buf line;
     size_t max_body;
     int cb_err; /* why a callback stopped the transfer */
+    size_t up_off; /* on_upload: body bytes handed to curl so far */
 };
+
+/* The body in two parts with the on_upload hook between them. */
+static size_t on_read(char *p, size_t size, size_t nmemb, void *ud)
+{
+    struct xfer *x = ud;
+    size_t total = x->req->body_len, room = size * nmemb;
+    if (x->up_off >= total)
+        return 0;
+    size_t half = total / 2 ? total / 2 : total;
+    size_t end = x->up_off < half ? half : total;
+    if (x->up_off == half && half < total)
+        x->req->on_upload(x->req->upload_ctx, x->up_off, total);
+    size_t n = end - x->up_off < room ? end - x->up_off : room;
+    memcpy(p, (const char *)x->req->body + x->up_off, n);
+    x->up_off += n;
+    return n;
+}
 
 static size_t on_data(char *p, size_t size, size_t nmemb, void *ud)
 {
     struct xfer *x = ud;
     size_t n = size * nmemb;
+    if (x->req->on_data) {
+        int r = x->req->on_data(x->req->ctx, p, n);
+        if (r) {
+            x->cb_err = r;
+            return 0;
+        }
+        return n;
+    }
     if (!x->req->on_line) {
         if (x->resp->body.len + n > x->max_body) {
             x->cb_err = TERN_ETOOLARGE;
@@ -197,7 +223,13 @@ int httpc_do(struct httpc *c, const struct httpc_request *req, struct httpc_resp
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
         if (req->body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
             strcmp(method, "PATCH") == 0) {
-            curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body ? req->body : "");
+            if (req->on_upload && req->body_len) {
+                curl_easy_setopt(h, CURLOPT_POST, 1L);
+                curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+                curl_easy_setopt(h, CURLOPT_READDATA, &x);
+            } else {
+                curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body ? req->body : "");
+            }
             curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
         }
     }

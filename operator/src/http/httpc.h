@@ -8,7 +8,8 @@
  * TERN_ETOOLARGE. For streams (watches), set on_line: the body is delivered
  * line by line, reassembled across chunk boundaries in a buffer bounded by
  * max_line, and not accumulated. Never set a total timeout on a stream; use
- * idle_timeout_ms to notice a silent peer.
+ * idle_timeout_ms to notice a silent peer. on_data delivers raw chunks the
+ * same way (for parsers of their own, such as SSE).
  *
  * Errors: TERN_EUNREACHABLE (connect/resolve failed), TERN_ETIMEOUT,
  * TERN_ETOOLARGE, -ECANCELED (cancel flag raised), TERN_EHTTP only from
@@ -55,9 +56,19 @@ struct httpc_request {
     /* streaming: when set, called for each complete line (without '\n');
      * a non-zero return stops the transfer and is returned by httpc_do. */
     int (*on_line)(void *ctx, const char *line, size_t len);
+    /* raw streaming (SSE): when set instead, called for each chunk as it
+     * arrives (not accumulated); a non-zero return stops the transfer and
+     * is returned by httpc_do. */
+    int (*on_data)(void *ctx, const char *p, size_t n);
     void *ctx;
     size_t max_line;               /* 0 = TERN_HTTP_MAX_LINE */
     atomic_bool *cancel;           /* raise to abort a running request, or NULL */
+    /* tests: when set, the body is handed to the connection in two parts
+     * (the first half, then the rest) and on_upload is called in between,
+     * with the bytes handed over so far; it may stop or kill the process
+     * (a crash in the middle of an upload). */
+    void (*on_upload)(void *ctx, size_t sent, size_t total);
+    void *upload_ctx;
 };
 
 struct httpc_response {

@@ -10,6 +10,7 @@
 #include "json/json.h"
 
 #include <stdlib.h>
+#include <openssl/evp.h>
 #include <string.h>
 #include <time.h>
 
@@ -87,6 +88,19 @@ static char *fmt_time(const struct timespec *ts)
     char base[32];
     strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
     return xasprintf("%s.%09ldZ", base, (long)ts->tv_nsec);
+}
+
+void journal__sha256_hex(const void *p, size_t n, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    EVP_Digest(p, n, md, &mdlen, EVP_sha256(), NULL);
+    static const char hx[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        out[2 * i] = hx[md[i] >> 4];
+        out[2 * i + 1] = hx[md[i] & 15];
+    }
+    out[64] = '\0';
 }
 
 char *journal__now_time(void)
@@ -223,6 +237,12 @@ int journal_event_decode(const char *value, size_t len, struct journal_event *re
                                TERN_JOURNAL_MAX_DATA, &bytes, err) ||
             strlen(id) == 0 || strlen(id) > 32 || strchr(id, '/')) {
             r = err_set(err, TERN_EPARSE, "event.chunks: malformed");
+            goto out;
+        }
+        const char *h = NULL;
+        if (json_get_string(chunks, "event.chunks", "sha256", JSON_OPTIONAL, &h, err) ||
+            (h && strspn(h, "0123456789abcdef") != 64) || (h && strlen(h) != 64)) {
+            r = err_set(err, TERN_EPARSE, "event.chunks.sha256: want 64 lowercase hex digits");
             goto out;
         }
         if (!ret_chunks) {

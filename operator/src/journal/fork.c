@@ -77,6 +77,35 @@ static int batch_flush(struct copy_batch *b)
     return r;
 }
 
+struct chunk_copy {
+    struct copy_batch *b;
+    uint64_t seq;
+};
+
+/* One chunk put into dst, fenced like an append (dst's head absent, dst's
+ * summary unchanged). */
+static int copy_chunk(void *ctx, const struct etcd_kv *kv)
+{
+    struct chunk_copy *cc = ctx;
+    struct copy_batch *b = cc->b;
+    char *dk = xasprintf("%s%s", b->dst_prefix, kv->key + strlen(b->src_prefix));
+    char *evk = journal__ev_key(b->dst_prefix, cc->seq);
+    struct etcd_compare cmps[] = {
+        {.keys = {.key = evk}, .target = ETCD_CMP_CREATE, .number = 0},
+        {.keys = {.key = b->dst_sum_key}, .target = ETCD_CMP_MOD, .number = b->seen},
+    };
+    struct etcd_op put = {.type = ETCD_OP_PUT,
+                          .put = {.key = dk, .value = kv->value, .value_len = kv->value_len}};
+    struct etcd_txn_resp tr;
+    int r = etcd_txn(b->c, &(struct etcd_txn_req){cmps, 2, &put, 1, NULL, 0}, &tr, b->err);
+    if (r == 0 && !tr.succeeded)
+        r = err_set(b->err, TERN_ECONFLICT, "journal copy: destination changed");
+    etcd_txn_resp_done(&tr);
+    free(dk);
+    free(evk);
+    return r;
+}
+
 static int copy_visit(void *ctx, const struct journal_event *ev, const struct etcd_kv *kv)
 {
     struct copy_batch *b = ctx;
@@ -98,31 +127,8 @@ static int copy_visit(void *ctx, const struct journal_event *ev, const struct et
                 return r;
             }
             const char *id = json_get(chunks, "id")->valuestring;
-            char *pfx =
-                xasprintf("%sch/%016llx/%s/", b->src_prefix, (unsigned long long)ev->seq, id);
-            struct etcd_range_resp rr;
-            r = etcd_range(b->c, &(struct etcd_range_req){.keys = {.key = pfx, .prefix = true}},
-                           &rr, b->err);
-            for (size_t i = 0; !r && i < rr.nkvs; i++) {
-                char *dk = xasprintf("%s%s", b->dst_prefix, rr.kvs[i].key + strlen(b->src_prefix));
-                char *evk = journal__ev_key(b->dst_prefix, ev->seq);
-                struct etcd_compare cmps[] = {
-                    {.keys = {.key = evk}, .target = ETCD_CMP_CREATE, .number = 0},
-                    {.keys = {.key = b->dst_sum_key}, .target = ETCD_CMP_MOD, .number = b->seen},
-                };
-                struct etcd_op put = {
-                    .type = ETCD_OP_PUT,
-                    .put = {.key = dk, .value = rr.kvs[i].value, .value_len = rr.kvs[i].value_len}};
-                struct etcd_txn_resp tr;
-                r = etcd_txn(b->c, &(struct etcd_txn_req){cmps, 2, &put, 1, NULL, 0}, &tr, b->err);
-                if (r == 0 && !tr.succeeded)
-                    r = err_set(b->err, TERN_ECONFLICT, "journal copy: destination changed");
-                etcd_txn_resp_done(&tr);
-                free(dk);
-                free(evk);
-            }
-            etcd_range_resp_done(&rr);
-            free(pfx);
+            struct chunk_copy cc = {.b = b, .seq = ev->seq};
+            r = journal__each_chunk(b->c, b->src_prefix, ev->seq, id, copy_chunk, &cc, b->err);
             cJSON_Delete(chunks);
             if (r)
                 return r;

@@ -194,9 +194,13 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
 
 struct journal;
 
+/* The retry budget for an etcd that cannot be reached: appends, reads and
+ * the turn lock's lease (grant and keepalive) all wait this long. */
+#define JOURNAL_RETRY_MS 30000
+
 struct journal_opts {
     long retry_ms;    /* budget for retrying unreachable etcd / resolving
-                       * unknown outcomes within one call; 0 = 30000 */
+                       * unknown outcomes within one call; 0 = JOURNAL_RETRY_MS */
     size_t page_size; /* replay page; 0 = 1000 events */
 };
 
@@ -316,6 +320,12 @@ int journal_tail(struct journal *j, uint64_t from_seq, journal_event_fn fn, void
 int journal_compact(struct journal *j, const cJSON *state, bool drop_old, uint64_t *ret_seq,
                     struct tern_err *err);
 
+/* Deletes the events (and their chunks) before seq, which must be a stored
+ * event: a snapshot, so that replays from JOURNAL_FROM_SNAPSHOT and forks
+ * from it still work. Idempotent (retried within retry_ms). Returns 0,
+ * TERN_EINVALID for a seq past the end, or the etcd error. */
+int journal_drop_before(struct journal *j, uint64_t seq, struct tern_err *err);
+
 /* Fork: copies events 1..upto_seq of src_uid (byte for byte, chunks
  * included) into dst_uid and writes dst's summary, in fenced batches. If it
  * is interrupted, calling it again continues after dst's last copied seq.
@@ -336,8 +346,12 @@ struct journal_lock;
 
 /* Takes /tern/v1/s/<uid>/lock for owner (e.g. the runner pod name) with a
  * lease of ttl_s seconds, kept alive by a background thread until release.
- * Returns 0 and *ret, or TERN_ECONFLICT naming the current owner (it frees
- * when that owner releases or its lease expires). */
+ * An etcd that cannot be reached is retried for JOURNAL_RETRY_MS, as the
+ * journal's writes are, both here (grant, create, read-back) and by the
+ * keeper (the lock counts as lost only when etcd says the lease is gone or
+ * after that long without a refresh). Returns 0 and *ret, TERN_ECONFLICT
+ * naming the current owner (it frees when that owner releases or its lease
+ * expires), or the etcd error once the budget is spent. */
 int journal_lock_acquire(struct etcd *c, const char *uid, const char *owner, int64_t ttl_s,
                          struct journal_lock **ret, struct tern_err *err);
 /* True when the lease was lost (expired): the owner must stop writing. */

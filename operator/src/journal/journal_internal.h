@@ -48,6 +48,18 @@ char *journal__now_time(void);
 /* The v1 envelope of ev as a new tree, with data or without it (the head of
  * a chunked event). */
 cJSON *journal__event_json(const struct journal_event *ev, bool with_data);
+/* Lowercase hex SHA-256 of p[0..n) into out[65] (a chunked event's head
+ * carries the hash of its data's JSON text). */
+void journal__sha256_hex(const void *p, size_t n, char out[65]);
+
+/* ---- read.c (chunks) ---------------------------------------------------- */
+
+/* Calls fn for each chunk kv of event seq's chunk set id, in key order,
+ * reading a few chunks per request (a whole set could exceed what one
+ * reply may hold). Stops at fn's first non-zero return (returned). */
+int journal__each_chunk(struct etcd *c, const char *prefix, uint64_t seq, const char *id,
+                        int (*fn)(void *ctx, const struct etcd_kv *kv), void *ctx,
+                        struct tern_err *err);
 
 /* ---- keys.c ------------------------------------------------------------ */
 

@@ -35,7 +35,12 @@ int journal_lock_acquire(struct etcd *c, const char *uid, const char *owner, int
     int64_t lease = 0;
     struct journal_lock *l = NULL;
     struct etcd_txn_resp tr = {0};
-    int r = etcd_lease_grant(c, ttl_s, 0, &lease, NULL, err);
+    long deadline = now_ms() + JOURNAL_RETRY_MS;
+    int r;
+    /* a grant whose answer was lost leaves a lease nobody uses: it expires */
+    while ((r = etcd_lease_grant(c, ttl_s, 0, &lease, NULL, err)) &&
+           (transient(r) || r == TERN_EUNKNOWN) && now_ms() < deadline)
+        sleep_ms(200);
     if (r)
         goto out;
     struct etcd_compare cmp = {.keys = {.key = key}, .target = ETCD_CMP_CREATE, .number = 0};
@@ -43,11 +48,17 @@ int journal_lock_acquire(struct etcd *c, const char *uid, const char *owner, int
         .type = ETCD_OP_PUT,
         .put = {.key = key, .value = val, .value_len = strlen(val), .lease = lease}};
     struct etcd_op get = {.type = ETCD_OP_RANGE, .range = {.keys = {.key = key}}};
-    r = etcd_txn(c, &(struct etcd_txn_req){&cmp, 1, &put, 1, &get, 1}, &tr, err);
+    /* transient: the txn was not sent, so sending it again is safe */
+    while ((r = etcd_txn(c, &(struct etcd_txn_req){&cmp, 1, &put, 1, &get, 1}, &tr, err)) &&
+           transient(r) && now_ms() < deadline) {
+        etcd_txn_resp_done(&tr);
+        sleep_ms(200);
+    }
     if (r == TERN_EUNKNOWN) {
         /* did our put land? the lock then carries our lease */
         struct etcd_kv *kv = NULL;
-        r = etcd_get(c, key, &kv, NULL, err);
+        while ((r = etcd_get(c, key, &kv, NULL, err)) && transient(r) && now_ms() < deadline)
+            sleep_ms(200);
         if (r == 0 && kv->lease != lease)
             r = err_set(err, TERN_ECONFLICT, "journal lock: held by %s", kv->value);
         etcd_kv_free(kv);
@@ -69,7 +80,7 @@ int journal_lock_acquire(struct etcd *c, const char *uid, const char *owner, int
     l = xcalloc(1, sizeof *l);
     l->c = c;
     l->lease = lease;
-    r = etcd_keeper_start(c, lease, ttl_s, &l->keeper, err);
+    r = etcd_keeper_start_budget(c, lease, ttl_s, JOURNAL_RETRY_MS, &l->keeper, err);
     if (r)
         goto out;
     *ret = l;

@@ -36,6 +36,60 @@ int journal__read_sum(struct etcd *c, const char *sum_key, struct journal_summar
     return r;
 }
 
+/* Chunks fetched per range request: 8 x 384 KiB is 4 MiB of base64 in the
+ * answer, well below what one JSON reply may hold (16 MiB), so even an
+ * event at TERN_JOURNAL_MAX_DATA is read back in a few requests. */
+#define CHUNKS_PER_READ 8
+
+int journal__each_chunk(struct etcd *c, const char *prefix, uint64_t seq, const char *id,
+                        int (*fn)(void *ctx, const struct etcd_kv *kv), void *ctx,
+                        struct tern_err *err)
+{
+    /* '0' follows '/': [<id>/, <id>0) is exactly this chunk set */
+    char *from = xasprintf("%sch/%016llx/%s/", prefix, (unsigned long long)seq, id);
+    char *end = xasprintf("%sch/%016llx/%s0", prefix, (unsigned long long)seq, id);
+    struct etcd_range_resp rr = {0};
+    int r = 0;
+    for (bool more = true; more && r == 0;) {
+        r = etcd_range(c,
+                       &(struct etcd_range_req){.keys = {.key = from, .range_end = end},
+                                                .limit = CHUNKS_PER_READ},
+                       &rr, err);
+        for (size_t i = 0; r == 0 && i < rr.nkvs; i++)
+            r = fn(ctx, &rr.kvs[i]);
+        more = r == 0 && rr.more && rr.nkvs > 0;
+        if (more) {
+            /* just after the last key: chunk keys are fixed-width, so none
+             * has another as its prefix */
+            free(from);
+            from = xasprintf("%s\x01", rr.kvs[rr.nkvs - 1].key);
+        }
+        etcd_range_resp_done(&rr);
+    }
+    free(from);
+    free(end);
+    return r;
+}
+
+struct gather {
+    char *buf;
+    size_t off, bytes;
+    int64_t seen, n;
+    uint64_t seq;
+    struct tern_err *err;
+};
+
+static int gather_chunk(void *ctx, const struct etcd_kv *kv)
+{
+    struct gather *g = ctx;
+    if (g->off + kv->value_len > g->bytes || ++g->seen > g->n)
+        return err_set(g->err, TERN_EPARSE, "journal seq %llu: chunks exceed %zu bytes",
+                       (unsigned long long)g->seq, g->bytes);
+    memcpy(g->buf + g->off, kv->value, kv->value_len);
+    g->off += kv->value_len;
+    return 0;
+}
+
 /* Reassembles a chunked event's data. */
 static int load_chunks(struct etcd *c, const char *prefix, struct journal_event *ev,
                        const cJSON *chunks, struct tern_err *err)
@@ -44,32 +98,33 @@ static int load_chunks(struct etcd *c, const char *prefix, struct journal_event 
     int64_t n = 0, bytes = 0;
     json_item_int64(json_get(chunks, "n"), &n);
     json_item_int64(json_get(chunks, "bytes"), &bytes);
-    char *pfx = xasprintf("%sch/%016llx/%s/", prefix, (unsigned long long)ev->seq, id);
-    struct etcd_range_resp rr = {0};
-    int r = etcd_range(c, &(struct etcd_range_req){.keys = {.key = pfx, .prefix = true}}, &rr, err);
-    char *buf = NULL;
+    struct gather g = {.buf = xmalloc((size_t)bytes + 1), .bytes = (size_t)bytes, .n = n,
+                       .seq = ev->seq, .err = err};
+    char *buf = g.buf;
+    size_t off = 0;
+    int r = journal__each_chunk(c, prefix, ev->seq, id, gather_chunk, &g, err);
     if (r)
         goto out;
-    if ((int64_t)rr.nkvs != n) {
-        r = err_set(err, TERN_EPARSE, "journal seq %llu: %zu of %lld chunks present",
-                    (unsigned long long)ev->seq, rr.nkvs, (long long)n);
+    off = g.off;
+    if (g.seen != n) {
+        r = err_set(err, TERN_EPARSE, "journal seq %llu: %lld of %lld chunks present",
+                    (unsigned long long)ev->seq, (long long)g.seen, (long long)n);
         goto out;
-    }
-    buf = xmalloc((size_t)bytes + 1);
-    size_t off = 0;
-    for (size_t i = 0; i < rr.nkvs; i++) {
-        if (off + rr.kvs[i].value_len > (size_t)bytes) {
-            r = err_set(err, TERN_EPARSE, "journal seq %llu: chunks exceed %lld bytes",
-                        (unsigned long long)ev->seq, (long long)bytes);
-            goto out;
-        }
-        memcpy(buf + off, rr.kvs[i].value, rr.kvs[i].value_len);
-        off += rr.kvs[i].value_len;
     }
     if (off != (size_t)bytes) {
         r = err_set(err, TERN_EPARSE, "journal seq %llu: chunks hold %zu of %lld bytes",
                     (unsigned long long)ev->seq, off, (long long)bytes);
         goto out;
+    }
+    const cJSON *h = json_get(chunks, "sha256");
+    if (cJSON_IsString(h)) { /* heads written before the hash have none */
+        char got[65];
+        journal__sha256_hex(buf, off, got);
+        if (strcmp(got, h->valuestring) != 0) {
+            r = err_set(err, TERN_EPARSE, "journal seq %llu: chunked data does not match its sha256",
+                        (unsigned long long)ev->seq);
+            goto out;
+        }
     }
     cJSON *d = NULL;
     struct json_parse_opts po = {.max_bytes = TERN_JOURNAL_MAX_DATA};
@@ -83,8 +138,6 @@ static int load_chunks(struct etcd *c, const char *prefix, struct journal_event 
     ev->data = d;
 out:
     free(buf);
-    free(pfx);
-    etcd_range_resp_done(&rr);
     return r;
 }
 

@@ -56,7 +56,7 @@ int journal_open(struct etcd *c, const char *uid, const struct journal_opts *opt
     j->uid = xstrdup(uid);
     j->prefix = journal_prefix(uid);
     j->sum_key = xasprintf("%ssum", j->prefix);
-    j->retry_ms = opts && opts->retry_ms > 0 ? opts->retry_ms : 30000;
+    j->retry_ms = opts && opts->retry_ms > 0 ? opts->retry_ms : JOURNAL_RETRY_MS;
     j->page = opts && opts->page_size > 0 ? opts->page_size : 1000;
     if (j->page > TERN_JOURNAL_MAX_PAGE)
         j->page = TERN_JOURNAL_MAX_PAGE;
@@ -382,6 +382,9 @@ int journal_append(struct journal *j, const struct journal_append_req *req, uint
         json_add_string(ch, "id", id);
         json_add_int64(ch, "n", (int64_t)((dlen + TERN_JOURNAL_CHUNK - 1) / TERN_JOURNAL_CHUNK));
         json_add_int64(ch, "bytes", (int64_t)dlen);
+        char hash[65];
+        journal__sha256_hex(data_txt, dlen, hash);
+        json_add_string(ch, "sha256", hash);
         free(value);
         value = json_print(head);
         cJSON_Delete(head);
@@ -517,26 +520,35 @@ int journal_compact(struct journal *j, const cJSON *state, bool drop_old, uint64
     cJSON_Delete(d);
     if (r)
         return r;
-    if (drop_old) {
-        /* events and chunks before the snapshot; idempotent, so retried */
-        const char *kinds[] = {"ev/", "ch/"};
-        for (int i = 0; i < 2 && !r; i++) {
-            char *from = xasprintf("%s%s", j->prefix, kinds[i]);
-            char *to = xasprintf("%s%s%016llx", j->prefix, kinds[i], (unsigned long long)seq);
-            struct etcd_delete_resp dr;
-            long deadline = now_ms() + j->retry_ms;
-            while ((r = etcd_delete(
-                        j->c, &(struct etcd_delete_req){.keys = {.key = from, .range_end = to}},
-                        &dr, err)) &&
-                   (transient(r) || r == TERN_EUNKNOWN) && now_ms() < deadline)
-                sleep_ms(100);
-            etcd_delete_resp_done(&dr);
-            free(from);
-            free(to);
-        }
-    }
+    if (drop_old)
+        r = journal_drop_before(j, seq, err);
     if (!r && ret_seq)
         *ret_seq = seq;
+    return r;
+}
+
+int journal_drop_before(struct journal *j, uint64_t seq, struct tern_err *err)
+{
+    if (seq == 0 || seq > j->sum.last_seq)
+        return err_set(err, TERN_EINVALID, "journal drop: seq %llu is not a stored event",
+                       (unsigned long long)seq);
+    int r = 0;
+    /* events and chunks before seq; idempotent, so retried */
+    const char *kinds[] = {"ev/", "ch/"};
+    for (int i = 0; i < 2 && !r; i++) {
+        char *from = xasprintf("%s%s", j->prefix, kinds[i]);
+        char *to = xasprintf("%s%s%016llx", j->prefix, kinds[i], (unsigned long long)seq);
+        struct etcd_delete_resp dr;
+        long deadline = now_ms() + j->retry_ms;
+        while ((r = etcd_delete(j->c,
+                                &(struct etcd_delete_req){.keys = {.key = from, .range_end = to}},
+                                &dr, err)) &&
+               (transient(r) || r == TERN_EUNKNOWN) && now_ms() < deadline)
+            sleep_ms(100);
+        etcd_delete_resp_done(&dr);
+        free(from);
+        free(to);
+    }
     return r;
 }
 

@@ -8,6 +8,7 @@
 #include "json/json.h"
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 void journal_summary_init(struct journal_summary *s)
@@ -68,6 +69,30 @@ static void set_str(char **dst, const char *v)
 {
     free(*dst);
     *dst = v ? xstrdup(v) : NULL;
+}
+
+/* Like set_str, but keeps at most TERN_JOURNAL_MAX_RESULT bytes: the
+ * summary is rewritten with every append (so it must stay far below etcd's
+ * request limit) and its result becomes status.result.summary (the CRD's
+ * maxLength). A longer answer is cut at a UTF-8 boundary with a marker;
+ * the whole text stays in its turn_finished event. */
+static void set_bounded(char **dst, const char *v)
+{
+    size_t n = v ? strlen(v) : 0;
+    if (n <= TERN_JOURNAL_MAX_RESULT) {
+        set_str(dst, v);
+        return;
+    }
+    char marker[128];
+    int ml = snprintf(marker, sizeof marker,
+                      "\n[truncated: %zu bytes in all; the whole answer is in the journal]", n);
+    size_t keep = TERN_JOURNAL_MAX_RESULT - (size_t)ml;
+    while (keep > 0 && ((unsigned char)v[keep] & 0xc0) == 0x80)
+        keep--;
+    free(*dst);
+    *dst = xmalloc(keep + (size_t)ml + 1);
+    memcpy(*dst, v, keep);
+    memcpy(*dst + keep, marker, (size_t)ml + 1);
 }
 
 /* A string member of data, or NULL. */
@@ -197,7 +222,7 @@ int journal_summary_apply(struct journal_summary *s, const struct journal_event 
         s->limit_max = s->limit ? data_nonneg(d, "max") : 0;
         tail = failure_outcome(oc);
         if (oc && strcmp(oc, JOURNAL_OUTCOME_COMPLETED) == 0) {
-            set_str(&s->result, data_str(d, "summary"));
+            set_bounded(&s->result, data_str(d, "summary"));
             cJSON_Delete(s->artifacts);
             const cJSON *a = json_get(d, "artifacts");
             s->artifacts = cJSON_IsArray(a) ? json_dup(a) : NULL;

@@ -92,6 +92,9 @@ static struct ientry *entry_new(struct informer *inf, cJSON *obj)
     cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
     if (!inf->o.keep_managed_fields)
         cJSON_DeleteItemFromObjectCaseSensitive(md, "managedFields");
+    if (inf->o.transform)
+        inf->o.transform(inf->o.transform_ctx, obj);
+    md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
     struct ientry *e = xcalloc(1, sizeof *e);
     char *text = json_print(obj);
     e->json = xrealloc(text, strlen(text) + 1); /* no slack: this is what stays */

@@ -55,6 +55,13 @@ struct informer_opts {
     long backoff_ms;              /* default 800 */
     long max_backoff_ms;          /* default 30000 */
     bool keep_managed_fields;
+    /* Called on every object before it is cached and handed to the
+     * handlers (may be NULL): it may remove what its users never read, so
+     * that the cache holds only that (what a controller keeps of 10,000
+     * objects is its memory). It must keep metadata.name, namespace,
+     * resourceVersion and ownerReferences. */
+    void (*transform)(void *ctx, cJSON *obj);
+    void *transform_ctx;
     struct kclient_opts client;   /* for the informer's own kclient */
 };
 

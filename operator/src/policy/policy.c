@@ -6,6 +6,7 @@
 #include "base/limits.h"
 #include "base/mem.h"
 #include "json/json.h"
+#include "mcp/mcpwire.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +15,16 @@
 
 /* Strict-mode schemas: every property listed in required, optional ones
  * nullable, no additional properties (OpenAI Structured Outputs rules). */
+#define PUBLISH_SCHEMA_HEAD                                                                        \
+    "{\"type\":\"object\",\"properties\":{"                                                         \
+    "\"repo\":{\"type\":\"string\",\"description\":\"The repository's directory relative to "       \
+    "the workspace, e.g. working/repo.\"},"                                                        \
+    "\"branch\":{\"type\":\"string\",\"description\":\"The local branch to publish.\"},"            \
+    "\"remote\":{\"description\":\"The remote to push to.\","
+#define PUBLISH_SCHEMA_TAIL                                                                        \
+    "},\"remoteBranch\":{\"type\":[\"string\",\"null\"],\"description\":\"The branch name at the "  \
+    "remote, or null for the same name.\"}},"                                                      \
+    "\"required\":[\"repo\",\"branch\",\"remote\",\"remoteBranch\"],\"additionalProperties\":false}"
 static const struct chat_tool_def defs[POLICY_NTOOLS] = {
     [POLICY_EXEC] = {
         "exec_command",
@@ -62,6 +73,15 @@ static const struct chat_tool_def defs[POLICY_NTOOLS] = {
         "descend (1 = direct children), or null for 1.\"}},"
         "\"required\":[\"path\",\"depth\"],\"additionalProperties\":false}",
         true},
+    [POLICY_PUBLISH] = {
+        "publish_branch",
+        "Publish a branch of a git repository in the workspace: the trusted side takes the "
+        "branch's commits from the workspace and pushes them to a remote configured for this "
+        "session (the sandbox itself has no network and no credentials). Commit first. "
+        "Returns the commit pushed.",
+        PUBLISH_SCHEMA_HEAD "\"type\":\"string\"" PUBLISH_SCHEMA_TAIL,
+        true},
+    [POLICY_MCP] = {NULL, NULL, NULL, false},
 };
 
 const char *policy_tool_name(enum policy_tool t)
@@ -72,7 +92,7 @@ const char *policy_tool_name(enum policy_tool t)
 int policy_tool_from_name(const char *name, enum policy_tool *ret)
 {
     for (int i = 0; i < POLICY_NTOOLS; i++)
-        if (name && strcmp(name, defs[i].name) == 0) {
+        if (name && defs[i].name && strcmp(name, defs[i].name) == 0) {
             *ret = (enum policy_tool)i;
             return 0;
         }
@@ -83,9 +103,60 @@ size_t policy_tool_defs(const struct policy_config *cfg, struct chat_tool_def ou
 {
     size_t n = 0;
     for (int i = 0; i < POLICY_NTOOLS; i++)
-        if (cfg->tools & (1u << i))
-            out[n++] = defs[i];
+        if (defs[i].name && (cfg->tools & (1u << i))) {
+            out[n] = defs[i];
+            if (i == POLICY_PUBLISH && cfg->publish_schema)
+                out[n].parameters = cfg->publish_schema;
+            n++;
+        }
     return n;
+}
+
+size_t policy_mcp_defs(const struct policy_config *cfg, struct chat_tool_def *out, size_t max)
+{
+    size_t n = 0;
+    if (!(cfg->tools & (1u << POLICY_MCP)))
+        return 0;
+    for (size_t i = 0; i < cfg->nmcp && n < max; i++)
+        out[n++] = (struct chat_tool_def){cfg->mcp[i].name, cfg->mcp[i].description,
+                                          cfg->mcp[i].schema, false};
+    return n;
+}
+
+char *policy_publish_schema(const char *const *remotes, size_t n)
+{
+    struct buf b;
+    buf_init(&b, 1u << 20);
+    buf_puts(&b, PUBLISH_SCHEMA_HEAD "\"type\":\"string\",\"enum\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            buf_putc(&b, ',');
+        buf_put_json_string(&b, remotes[i]);
+    }
+    buf_puts(&b, "]" PUBLISH_SCHEMA_TAIL);
+    return buf_steal(&b);
+}
+
+bool policy_branch_ok(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n > TERN_PUBLISH_MAX_REF || name[0] == '-' || name[0] == '/' ||
+        name[n - 1] == '/' || name[n - 1] == '.' || strcmp(name, "@") == 0 ||
+        strstr(name, "..") || strstr(name, "//") || strstr(name, "@{"))
+        return false;
+    if (n >= 5 && strcmp(name + n - 5, ".lock") == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c <= 0x20 || c >= 0x7f || strchr("~^:?*[\\", c))
+            return false;
+        /* no component starts with a dot or ends with .lock */
+        if ((i == 0 || name[i - 1] == '/') && c == '.')
+            return false;
+        if (c == '/' && i >= 5 && strncmp(name + i - 5, ".lock", 5) == 0)
+            return false;
+    }
+    return true;
 }
 
 int policy_config_validate(const struct policy_config *cfg, struct tern_err *err)
@@ -96,6 +167,21 @@ int policy_config_validate(const struct policy_config *cfg, struct tern_err *err
         const char *p = cfg->approval[i];
         const char *colon = p ? strchr(p, ':') : NULL;
         enum policy_tool t;
+        if (p && strncmp(p, "mcp:", 4) == 0) {
+            const char *slash = strchr(p + 4, '/');
+            const char *c2 = slash ? strchr(slash + 1, ':') : NULL;
+            if (!slash || slash == p + 4 || !c2 || c2 == slash + 1)
+                return err_set(err, TERN_EINVALID,
+                               "requiresApproval[%zu]: must be \"mcp:<server>/<tool glob>:"
+                               "<arguments glob>\"",
+                               i);
+            char *tool = xstrndup(slash + 1, (size_t)(c2 - slash - 1));
+            bool ok = glob_valid(tool) && glob_valid(c2 + 1);
+            free(tool);
+            if (!ok)
+                return err_set(err, TERN_EINVALID, "requiresApproval[%zu]: invalid glob", i);
+            continue;
+        }
         if (!colon)
             return err_set(err, TERN_EINVALID,
                            "requiresApproval[%zu]: must be \"<tool>:<glob>\"", i);
@@ -174,6 +260,11 @@ void policy_args_done(struct policy_args *a)
     free(a->cwd);
     free(a->path);
     free(a->content);
+    free(a->branch);
+    free(a->remote);
+    free(a->remote_branch);
+    free(a->target);
+    free(a->json);
     memset(a, 0, sizeof *a);
 }
 
@@ -188,11 +279,12 @@ static bool member_allowed(const char *key, const char *const *allowed)
 int policy_parse_args(enum policy_tool tool, const char *arguments, struct policy_args *ret,
                       struct tern_err *err)
 {
-    static const char *const members[POLICY_NTOOLS][4] = {
+    static const char *const members[POLICY_NTOOLS][5] = {
         [POLICY_EXEC] = {"cmd", "cwd", "timeoutMs", NULL},
         [POLICY_READ] = {"path", "offset", "limit", NULL},
         [POLICY_WRITE] = {"path", "content", "append", NULL},
         [POLICY_LIST] = {"path", "depth", NULL, NULL},
+        [POLICY_PUBLISH] = {"repo", "branch", "remote", "remoteBranch", NULL},
     };
     struct policy_args a = {.tool = tool, .timeout_ms = -1, .offset = -1, .limit = -1,
                             .depth = -1};
@@ -200,7 +292,7 @@ int policy_parse_args(enum policy_tool tool, const char *arguments, struct polic
     const char *s = NULL;
     int rc;
 
-    if ((unsigned)tool >= POLICY_NTOOLS)
+    if ((unsigned)tool >= POLICY_NTOOLS || tool == POLICY_MCP)
         return err_set(err, TERN_EINVALID, "unknown tool");
     if (!arguments)
         return err_set(err, TERN_EINVALID, "arguments: Required value");
@@ -215,14 +307,41 @@ int policy_parse_args(enum policy_tool tool, const char *arguments, struct polic
     }
     for (const cJSON *m = root->child; m; m = m->next)
         if (!member_allowed(m->string, members[tool])) {
-            rc = err_set(err, TERN_EINVALID, "unknown member \"%.100s\" (allowed: %s%s%s%s%s)",
-                         m->string, members[tool][0], members[tool][1] ? ", " : "",
+            rc = err_set(err, TERN_EINVALID,
+                         "unknown member \"%.100s\" (allowed: %s%s%s%s%s%s%s)", m->string,
+                         members[tool][0], members[tool][1] ? ", " : "",
                          members[tool][1] ? members[tool][1] : "", members[tool][2] ? ", " : "",
-                         members[tool][2] ? members[tool][2] : "");
+                         members[tool][2] ? members[tool][2] : "", members[tool][3] ? ", " : "",
+                         members[tool][3] ? members[tool][3] : "");
             goto out;
         }
 
     switch (tool) {
+    case POLICY_PUBLISH: {
+        const char *br = NULL, *rem = NULL, *rb = NULL;
+        if ((rc = json_get_string(root, "", "repo", JSON_REQUIRED, &s, err)) ||
+            (rc = policy_normalize_path(s, &a.path, err)) ||
+            (rc = json_get_string(root, "", "branch", JSON_REQUIRED, &br, err)) ||
+            (rc = json_get_string(root, "", "remote", JSON_REQUIRED, &rem, err)) ||
+            (rc = json_get_string(root, "", "remoteBranch", JSON_OPTIONAL, &rb, err)))
+            goto out;
+        if (!policy_branch_ok(br) || (rb && !policy_branch_ok(rb))) {
+            rc = err_set(err, TERN_EINVALID,
+                         "%s: \"%.100s\" is not a valid branch name (git check-ref-format)",
+                         policy_branch_ok(br) ? "remoteBranch" : "branch",
+                         policy_branch_ok(br) ? rb : br);
+            goto out;
+        }
+        if (!*rem || strlen(rem) > 64) {
+            rc = err_set(err, TERN_EINVALID, "remote: must be 1..64 bytes");
+            goto out;
+        }
+        a.branch = xstrdup(br);
+        a.remote = xstrdup(rem);
+        a.remote_branch = xstrdup(rb ? rb : br);
+        a.target = xasprintf("%s/%s", a.remote, a.remote_branch);
+        break;
+    }
     case POLICY_EXEC:
         if ((rc = json_get_string(root, "", "cmd", JSON_REQUIRED, &s, err)))
             goto out;
@@ -284,22 +403,101 @@ out:
     return rc;
 }
 
+int policy_parse_call(const struct policy_config *cfg, const char *name, const char *arguments,
+                      struct policy_args *ret, struct tern_err *err)
+{
+    enum policy_tool t;
+    int rc;
+    if (policy_tool_from_name(name, &t) == 0) {
+        if ((rc = policy_parse_args(t, arguments, ret, err)))
+            return rc;
+        if (t != POLICY_PUBLISH)
+            return 0;
+        for (size_t i = 0; i < cfg->nremotes; i++)
+            if (strcmp(cfg->remotes[i], ret->remote) == 0)
+                return 0;
+        struct buf b;
+        buf_init(&b, 4096);
+        for (size_t i = 0; i < cfg->nremotes; i++)
+            buf_printf(&b, "%s%s", i ? ", " : "", cfg->remotes[i]);
+        rc = err_set(err, TERN_EINVALID, "remote: \"%.64s\" is not configured (remotes: %s)",
+                     ret->remote, b.len ? buf_str(&b) : "none");
+        buf_done(&b);
+        policy_args_done(ret);
+        return rc;
+    }
+    for (size_t i = 0; name && i < cfg->nmcp; i++) {
+        const struct policy_mcp_tool *m = &cfg->mcp[i];
+        if (strcmp(m->name, name) != 0)
+            continue;
+        struct policy_args a = {.tool = POLICY_MCP, .mcp = m, .timeout_ms = -1, .offset = -1,
+                                .limit = -1, .depth = -1};
+        if ((rc = mcpwire_check_args(m->schema, arguments, &a.json, err)))
+            return rc;
+        *ret = a;
+        return 0;
+    }
+    return err_set(err, TERN_ENOTFOUND, "unknown tool \"%.200s\"", name ? name : "");
+}
+
 const char *policy_main_arg(const struct policy_args *a)
 {
-    return a->tool == POLICY_EXEC ? a->cmd : a->path;
+    switch (a->tool) {
+    case POLICY_EXEC: return a->cmd;
+    case POLICY_PUBLISH: return a->target;
+    case POLICY_MCP: return a->json;
+    default: return a->path;
+    }
+}
+
+char *policy_summary(const struct policy_args *a)
+{
+    switch (a->tool) {
+    case POLICY_PUBLISH:
+        return xasprintf("push branch %s of %s to %s as %s", a->branch, a->path, a->remote,
+                         a->remote_branch);
+    case POLICY_MCP:
+        return xasprintf("%s/%s %s", a->mcp ? a->mcp->server : "?", a->mcp ? a->mcp->tool : "?",
+                         a->json ? a->json : "{}");
+    default: {
+        const char *m = policy_main_arg(a);
+        return xstrdup(m ? m : "");
+    }
+    }
 }
 
 /* ---- decisions --------------------------------------------------------- */
 
+/* "mcp:<server>/<tool glob>:<arguments glob>" against an MCP call. */
+static bool mcp_pattern_matches(const char *pattern, const struct policy_args *a)
+{
+    const char *srv = pattern + 4;
+    const char *slash = strchr(srv, '/');
+    const char *colon = slash ? strchr(slash + 1, ':') : NULL;
+    if (a->tool != POLICY_MCP || !a->mcp || !slash || !colon)
+        return false;
+    if (strlen(a->mcp->server) != (size_t)(slash - srv) ||
+        strncmp(a->mcp->server, srv, (size_t)(slash - srv)) != 0)
+        return false;
+    char *tool = xstrndup(slash + 1, (size_t)(colon - slash - 1));
+    bool hit = glob_match(tool, a->mcp->tool, GLOB_TEXT) &&
+               glob_match(colon + 1, a->json ? a->json : "{}", GLOB_TEXT);
+    free(tool);
+    return hit;
+}
+
 bool policy_pattern_matches(const char *pattern, const struct policy_args *a)
 {
+    if (pattern && strncmp(pattern, "mcp:", 4) == 0)
+        return mcp_pattern_matches(pattern, a);
     const char *colon = pattern ? strchr(pattern, ':') : NULL;
     const char *name = policy_tool_name(a->tool);
     if (!colon || !name || strlen(name) != (size_t)(colon - pattern) ||
         strncmp(pattern, name, (size_t)(colon - pattern)) != 0)
         return false;
     const char *arg = policy_main_arg(a);
-    return arg && glob_match(colon + 1, arg, a->tool == POLICY_EXEC ? GLOB_TEXT : GLOB_PATH);
+    bool text = a->tool == POLICY_EXEC || a->tool == POLICY_PUBLISH;
+    return arg && glob_match(colon + 1, arg, text ? GLOB_TEXT : GLOB_PATH);
 }
 
 static bool writable(const struct policy_config *cfg, const char *path)
@@ -327,11 +525,16 @@ void policy_decide(const struct policy_config *cfg, const struct policy_args *a,
                 d.timeout_clamped = true;
             }
         }
+    } else if (a->tool == POLICY_PUBLISH) {
+        d.timeout_ms = POLICY_PUBLISH_TIMEOUT_MS;
+    } else if (a->tool == POLICY_MCP) {
+        d.timeout_ms = a->mcp && a->mcp->timeout_ms > 0 ? a->mcp->timeout_ms : 60000;
+        name = a->mcp ? a->mcp->name : NULL;
     } else {
         d.timeout_ms = POLICY_FILE_TIMEOUT_MS;
     }
 
-    if (!name || !(cfg->tools & (1u << a->tool))) {
+    if (!name || (unsigned)a->tool >= POLICY_NTOOLS || !(cfg->tools & (1u << a->tool))) {
         d.verdict = POLICY_DENY;
         snprintf(d.reason, sizeof d.reason, "tool %s is not permitted in this session",
                  name ? name : "?");

@@ -14,9 +14,12 @@
  * TERN_MODEL_TIMEOUT_MS, TERN_MODEL_MAX_RETRIES, TERN_MAX_COMPLETION_TOKENS.
  * Test hooks: TERN_TEST_CRASH_AFTER_APPENDS=N makes the runner SIGKILL itself
  * right after its Nth committed append (a crash exactly at a step boundary);
- * TERN_TEST_CRASH_AFTER_RESERVE=1 right after a budget reservation (before
- * the model call); TERN_TEST_CLOCK_OFFSET_SECONDS=N moves the clock budget
- * windows are computed with (the operator passes its own).
+ * TERN_TEST_CRASH_AT=<point> at a named point inside a trusted tool call
+ * (docs/runner.md); TERN_TEST_CRASH_AFTER_RESERVE=1 right after a budget
+ * reservation (before the model call); TERN_TEST_CLOCK_OFFSET_SECONDS=N
+ * moves the clock budget windows are computed with (the operator passes its
+ * own). TERN_TRUSTED_DIR (default RUNNER_TRUSTED_DIR): where the credentials
+ * of spec.tools are mounted.
  *
  * The environment is read through a lookup function so tests need no
  * setenv. Everything parsed is owned by the struct (runner_config_done).
@@ -26,10 +29,31 @@
 
 #include "base/err.h"
 #include "policy/policy.h"
+#include "trusted/sanitize.h"
 
 #include <cJSON.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* spec.tools.mcpServers[i] as the runner uses it. */
+struct runner_mcp_server {
+    char *name, *url;
+    char *headers_secret;     /* the Secret's name (its files are the headers), or NULL */
+    char **headers;           /* "Name: value", loaded by runner_trusted_load */
+    size_t nheaders;
+    char **allowed;           /* allowedTools */
+    size_t nallowed;
+    int64_t timeout_ms;
+};
+
+/* spec.tools.publish.remotes[i]. */
+struct runner_remote {
+    char *name, *url, *username;
+    bool bearer;
+    char *token;              /* loaded by runner_trusted_load */
+};
+
+#define RUNNER_TRUSTED_DIR "/var/run/tern/trusted" /* TERN_TRUSTED_DIR's default */
 
 /* The parts of an AgentSession spec the runner uses. */
 struct runner_spec {
@@ -49,6 +73,11 @@ struct runner_spec {
     char *base_url;           /* or NULL */
     char *uid;                /* metadata.uid, or NULL */
     cJSON *labels;            /* metadata.labels (for AgentBudget selectors), or NULL */
+    struct runner_mcp_server *mcp; /* spec.tools.mcpServers */
+    size_t nmcp;
+    struct runner_remote *remotes; /* spec.tools.publish.remotes */
+    size_t nremotes;
+    char **remote_names;      /* the remotes' names (policy_config.remotes) */
 };
 
 struct runner_config {
@@ -62,6 +91,7 @@ struct runner_config {
     char *prices_file;        /* or NULL */
     int64_t lock_ttl_s;
     int64_t lock_wait_ms;
+    int64_t sandbox_wait_ms;  /* TERN_SANDBOX_WAIT_MS: for its address, then its readiness */
     int64_t model_timeout_ms;
     int64_t model_max_retries;
     int64_t max_completion_tokens;
@@ -69,7 +99,11 @@ struct runner_config {
     int64_t clock_offset_s;      /* test hook: TERN_TEST_CLOCK_OFFSET_SECONDS, seconds added
                                   * to the clock of budget windows */
     int64_t crash_after_reserve; /* test hook: TERN_TEST_CRASH_AFTER_RESERVE=1 */
+    int64_t snapshot_events;  /* TERN_SNAPSHOT_EVENTS: compact after this many events; 0 = never */
+    char *crash_at;           /* test hook TERN_TEST_CRASH_AT: a named point of a trusted tool */
+    char *trusted_dir;        /* TERN_TRUSTED_DIR */
     struct runner_spec spec;
+    struct sanitize sanitize; /* every credential of spec.tools (runner_trusted_load) */
 };
 
 /* Reads the configuration. getenv_fn(ctx, name) returns a value or NULL.
@@ -86,6 +120,18 @@ void runner_config_done(struct runner_config *c);
  * with the field path. */
 int runner_spec_parse(const cJSON *obj, struct runner_spec *ret, struct tern_err *err);
 void runner_spec_done(struct runner_spec *s);
+
+/* Loads the credentials of spec.tools from dir (the Secrets the operator
+ * mounts into the runner pod): dir/mcp/<server>/<header name> for a server
+ * with headersSecretRef (each file is one header; names starting with '.'
+ * are the kubelet's and skipped) and dir/publish/<remote>/token. Each value
+ * (and, for a header, each of its words) of at least
+ * TERN_SANITIZE_MIN_SECRET bytes goes into *san; a remote's token also as
+ * "<username>:<token>". Returns 0, or TERN_EINVALID naming the file: a
+ * missing one, a header name or value that cannot be sent (reserved
+ * names, CR/LF), a token shorter than TERN_SANITIZE_MIN_SECRET. */
+int runner_trusted_load(struct runner_spec *s, const char *dir, struct sanitize *san,
+                        struct tern_err *err);
 
 /* Reads a whole file of at most max bytes (NUL-terminated, owned). Returns
  * 0, or TERN_EINVALID naming the file and the reason. */

@@ -110,14 +110,20 @@ static void plan_call(const struct replay_state *s, const struct plan_input *in,
                          c->problem ? c->problem : c->status));
         return;
     }
-    if (policy_tool_from_name(c->name, &p->tool) != 0) {
-        refuse(p, "invalid", xasprintf("error: unknown tool \"%s\"", c->name));
+    int prc = policy_parse_call(in->policy, c->name, c->arguments, &p->args, &e);
+    if (prc == TERN_ENOTFOUND) {
+        refuse(p, "invalid",
+               c->started ? xasprintf("error: tool \"%s\" is no longer offered; whether the "
+                                      "call started before took effect is unknown",
+                                      c->name)
+                          : xasprintf("error: unknown tool \"%s\"", c->name));
         return;
     }
-    if (policy_parse_args(p->tool, c->arguments, &p->args, &e) != 0) {
+    if (prc != 0) {
         refuse(p, "invalid", xasprintf("error: invalid arguments: %s", e.msg));
         return;
     }
+    p->tool = p->args.tool;
     p->has_args = true;
     policy_decide(in->policy, &p->args, &p->decision);
     if (p->decision.verdict == POLICY_DENY) {
@@ -149,8 +155,9 @@ static void plan_call(const struct replay_state *s, const struct plan_input *in,
                 p->action = PLAN_WAIT_APPROVAL;
             } else {
                 p->action = PLAN_REQUEST_APPROVAL;
-                const char *arg = policy_main_arg(&p->args);
-                p->summary = xasprintf("%.500s", arg ? arg : c->name);
+                char *sum = policy_summary(&p->args);
+                p->summary = plan_bounded(*sum ? sum : c->name, 500);
+                free(sum);
             }
             return;
         }

@@ -35,6 +35,8 @@ char *prompt_system(const struct prompt_input *in)
         buf_puts(&b, ". Some calls need a human's approval; if one is denied, continue "
                      "without it.\n");
     }
+    if (in->trusted && *in->trusted)
+        buf_puts(&b, in->trusted);
     buf_puts(&b, "When the objective is met, answer with a short summary of what you did and "
                  "where the results are (no tool call).\n");
     if (in->memory && *in->memory) {
@@ -50,6 +52,10 @@ char *prompt_system(const struct prompt_input *in)
                 buf_putc(&b, '\n');
         }
     }
+    if (in->memory_missing && !(in->memory && *in->memory))
+        buf_puts(&b, "\n## Memory (simple.md)\nThis session has no simple.md.\n");
+    if (in->skills_missing && !in->nskills)
+        buf_puts(&b, "\n## Skills\nThis session has no skills/.\n");
     if (in->nskills) {
         buf_puts(&b, "\n## Skills (read the file before using a skill)\n");
         size_t n = in->nskills < TERN_RUNNER_MAX_SKILLS ? in->nskills : TERN_RUNNER_MAX_SKILLS;

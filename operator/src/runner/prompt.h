@@ -13,6 +13,7 @@
 #ifndef TERN_RUNNER_PROMPT_H
 #define TERN_RUNNER_PROMPT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct prompt_input {
@@ -27,6 +28,11 @@ struct prompt_input {
     size_t nwritable;
     const char *const *tools;      /* offered tool names */
     size_t ntools;
+    /* sandboxd answered 404 for simple.md / skills/: the prompt says there
+     * is none (an unreadable one is not a missing one: the runner retries) */
+    bool memory_missing;
+    bool skills_missing;
+    const char *trusted;           /* about the trusted tools (runner/trusted), or NULL */
 };
 
 /* The system prompt (newly allocated). The memory text is cut to

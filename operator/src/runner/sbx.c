@@ -5,11 +5,15 @@
 #include "base/mem.h"
 #include "http/httpc.h"
 #include "json/json.h"
+#include "runner/testhook.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct sbx {
     char *base;   /* "http://HOST:PORT" */
@@ -47,6 +51,49 @@ void sbx_result_done(struct sbx_result *r)
     memset(r, 0, sizeof *r);
 }
 
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int sbx_wait_ready(struct sbx *s, int64_t timeout_ms, struct tern_err *err)
+{
+    char *url = xasprintf("%s/readyz", s->base);
+    const char *headers[] = {s->auth, NULL};
+    int64_t deadline = mono_ms() + timeout_ms;
+    struct tern_err last = {0};
+    int rc = TERN_ETIMEOUT;
+    for (;;) {
+        struct httpc_request req = {.method = "GET",
+                                    .url = url,
+                                    .headers = headers,
+                                    .timeout_ms = 2000,
+                                    .connect_timeout_ms = 1000,
+                                    .max_body = 4096};
+        struct httpc_response resp = {0};
+        int r = httpc_do(s->http, &req, &resp, &last);
+        long status = resp.status;
+        httpc_response_done(&resp);
+        if (r == 0 && status == 200) {
+            rc = 0;
+            break;
+        }
+        if (r == 0)
+            err_set(&last, TERN_EHTTP, "GET /readyz: HTTP %ld", status);
+        if (mono_ms() >= deadline)
+            break;
+        struct timespec pause = {0, 20 * 1000000L}; /* polling a peer that is starting */
+        nanosleep(&pause, NULL);
+    }
+    free(url);
+    if (rc)
+        rc = err_set(err, TERN_ETIMEOUT, "tern-sandboxd at %s not ready after %lld ms: %s",
+                     s->base, (long long)timeout_ms, last.msg[0] ? last.msg : "no answer");
+    return rc;
+}
+
 /* "/v1/files/" + each path segment percent-encoded ("." = the root). */
 static char *path_url(const struct sbx *s, const char *prefix, const char *path)
 {
@@ -71,6 +118,14 @@ static char *path_url(const struct sbx *s, const char *prefix, const char *path)
         }
     }
     return buf_steal(&b);
+}
+
+static void upload_hook(void *ctx, size_t sent, size_t total)
+{
+    (void)ctx;
+    (void)sent;
+    (void)total;
+    testhook_at("upload");
 }
 
 int sbx_call(struct sbx *s, const char *key, const struct policy_args *a, int64_t timeout_ms,
@@ -140,6 +195,7 @@ int sbx_call(struct sbx *s, const char *key, const struct policy_args *a, int64_
         .timeout_ms = (long)timeout_ms + s->extra_timeout_ms,
         .connect_timeout_ms = s->connect_timeout_ms,
         .max_body = TERN_RUNNER_MAX_SANDBOX_BODY,
+        .on_upload = a->tool == POLICY_WRITE && testhook_armed("upload") ? upload_hook : NULL,
     };
     struct httpc_response resp = {0};
     rc = httpc_do(s->http, &req, &resp, err);
@@ -159,6 +215,110 @@ int sbx_call(struct sbx *s, const char *key, const struct policy_args *a, int64_
     free(url);
     free(body);
     free(keyhdr);
+    return rc;
+}
+
+/* ---- files for the trusted tools --------------------------------------- */
+
+struct fetch_ctx {
+    int fd;
+    uint64_t got, max;
+};
+
+static int fetch_data(void *ctx, const char *p, size_t n)
+{
+    struct fetch_ctx *f = ctx;
+    if (f->got + n > f->max)
+        return TERN_ETOOLARGE;
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(f->fd, p + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -EIO;
+        off += (size_t)w;
+    }
+    f->got += n;
+    return 0;
+}
+
+int sbx_fetch_file(struct sbx *s, const char *path, int fd, uint64_t max, int64_t timeout_ms,
+                   uint64_t *ret_size, long *ret_status, struct tern_err *err)
+{
+    const uint64_t range = 64u << 20;
+    const char *headers[] = {s->auth, NULL};
+    char *base = path_url(s, "/v1/files/", path);
+    struct fetch_ctx f = {.fd = fd, .max = max};
+    int rc = 0;
+    *ret_status = 0;
+    for (;;) {
+        char *url = xasprintf("%s?offset=%" PRIu64 "&limit=%" PRIu64, base, f.got, range);
+        uint64_t before = f.got;
+        struct httpc_request req = {.url = url,
+                                    .headers = headers,
+                                    .timeout_ms = (long)timeout_ms,
+                                    .connect_timeout_ms = s->connect_timeout_ms,
+                                    .on_data = fetch_data,
+                                    .ctx = &f};
+        struct httpc_response resp = {0};
+        rc = httpc_do(s->http, &req, &resp, err);
+        *ret_status = resp.status;
+        const char *size_h = httpc_header(&resp, "x-tern-file-size");
+        uint64_t total = 0;
+        bool sized = size_h && *size_h;
+        for (const char *c = size_h; sized && *c; c++) {
+            if (*c < '0' || *c > '9' || total > UINT64_MAX / 10 - 10) {
+                sized = false;
+                break;
+            }
+            total = total * 10 + (uint64_t)(*c - '0');
+        }
+        httpc_response_done(&resp);
+        free(url);
+        if (rc == TERN_ETOOLARGE) {
+            rc = err_set(err, rc, "%s: larger than %" PRIu64 " bytes", path, max);
+            break;
+        }
+        if (rc)
+            break;
+        if (*ret_status == 404) {
+            rc = err_set(err, TERN_ENOTFOUND, "%s: not found in the sandbox", path);
+            break;
+        }
+        if (*ret_status != 200) {
+            rc = err_set(err, TERN_EHTTP, "GET %s: HTTP %ld", path, *ret_status);
+            break;
+        }
+        if (!sized || total > max) {
+            rc = err_set(err, sized ? TERN_ETOOLARGE : TERN_EHTTP,
+                         sized ? "%s: larger than the bound" : "%s: no file size in the answer",
+                         path);
+            break;
+        }
+        if (f.got >= total || f.got == before)
+            break; /* all of it (or a file that shrank: what there was) */
+    }
+    free(base);
+    if (rc == 0)
+        *ret_size = f.got;
+    return rc;
+}
+
+int sbx_delete_file(struct sbx *s, const char *path, long *ret_status, struct tern_err *err)
+{
+    const char *headers[] = {s->auth, NULL};
+    char *url = path_url(s, "/v1/files/", path);
+    struct httpc_request req = {.method = "DELETE",
+                                .url = url,
+                                .headers = headers,
+                                .timeout_ms = 30000,
+                                .connect_timeout_ms = s->connect_timeout_ms,
+                                .max_body = 65536};
+    struct httpc_response resp = {0};
+    int rc = httpc_do(s->http, &req, &resp, err);
+    *ret_status = resp.status;
+    httpc_response_done(&resp);
+    free(url);
     return rc;
 }
 
@@ -328,6 +488,33 @@ out:
     return buf_steal(&b);
 }
 
+/* A write's answer says what happened: "completed", or "interrupted" when a
+ * sandbox restart cut the upload off (replayed from the record; the file
+ * may or may not have been written), never assumed from the HTTP status. */
+static char *render_write(const struct sbx_result *r, const char **ret_status)
+{
+    cJSON *j = NULL;
+    char *out;
+    const cJSON *st = NULL;
+    if (json_parse(r->body ? r->body : "", r->body_len, &j, NULL) == 0)
+        st = json_get(j, "status");
+    const char *status = cJSON_IsString(st) ? st->valuestring : NULL;
+    if (status && strcmp(status, "completed") == 0) {
+        *ret_status = "completed";
+        out = xstrdup(r->replayed ? "ok: written (recorded earlier)" : "ok: written");
+    } else if (status && strcmp(status, "interrupted") == 0) {
+        *ret_status = "interrupted";
+        out = xstrdup("interrupted: the sandbox restarted while this file was being written; "
+                      "it was not written again and may be missing, partial or complete. Read "
+                      "it back (or write it again) before relying on it.");
+    } else {
+        *ret_status = "error";
+        out = xstrdup("error: the sandbox sent an unreadable write result");
+    }
+    cJSON_Delete(j);
+    return out;
+}
+
 char *sbx_render(const struct sbx_result *r, const char **ret_status)
 {
     if (r->http_status < 200 || r->http_status > 299)
@@ -335,9 +522,7 @@ char *sbx_render(const struct sbx_result *r, const char **ret_status)
     switch (r->tool) {
     case POLICY_EXEC: return render_exec(r, ret_status);
     case POLICY_LIST: return render_list(r, ret_status);
-    case POLICY_WRITE:
-        *ret_status = "completed";
-        return xstrdup(r->replayed ? "ok: written (recorded earlier)" : "ok: written");
+    case POLICY_WRITE: return render_write(r, ret_status);
     case POLICY_READ: {
         struct buf b;
         buf_init(&b, TERN_RUNNER_MAX_OUTPUT * 2);

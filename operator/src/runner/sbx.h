@@ -49,15 +49,35 @@ struct sbx_result {
 
 void sbx_result_done(struct sbx_result *r);
 
+/* Waits until tern-sandboxd answers GET /readyz with 200 (polling every
+ * 20 ms: the runner starts beside its sandbox and may be first), at most
+ * timeout_ms. 0, or TERN_ETIMEOUT with the last error in err. */
+int sbx_wait_ready(struct sbx *s, int64_t timeout_ms, struct tern_err *err);
+
 /* Runs the validated call a (any tool) with timeout_ms (from policy_decide).
  * key is "<uid>/<callId>" (used for exec and write_file). Returns 0 and *ret,
  * or a transport error. */
 int sbx_call(struct sbx *s, const char *key, const struct policy_args *a, int64_t timeout_ms,
              struct sbx_result *ret, struct tern_err *err);
 
+/* Streams the workspace file path into fd (GET /v1/files in ranges, for
+ * the trusted tools: a repository bundle), at most max bytes. Returns 0
+ * with *ret_size, TERN_ENOTFOUND when sandboxd has no such file,
+ * TERN_ETOOLARGE past max, TERN_EHTTP for another answer (*ret_status),
+ * or a transport error. */
+int sbx_fetch_file(struct sbx *s, const char *path, int fd, uint64_t max, int64_t timeout_ms,
+                   uint64_t *ret_size, long *ret_status, struct tern_err *err);
+
+/* DELETE /v1/files/<path> without an idempotency key (a temporary file of
+ * the runner's). Returns 0 when sandboxd answered (any status in
+ * *ret_status) or a transport error. */
+int sbx_delete_file(struct sbx *s, const char *path, long *ret_status, struct tern_err *err);
+
 /* Renders r as the tool message for the model. *ret_status is "completed",
- * "failed" (non-zero exit), "timeout", "interrupted" or "error" (HTTP error,
- * e.g. forbidden_path, not_found). Returns the text (owned). Pure. */
+ * "failed" (non-zero exit), "timeout", "interrupted" (an exec or a write cut
+ * off by a sandbox restart: its record says so, and it is never re-run) or
+ * "error" (HTTP error, e.g. forbidden_path, not_found; or an answer that
+ * does not say what happened). Returns the text (owned). Pure. */
 char *sbx_render(const struct sbx_result *r, const char **ret_status);
 
 /* Appends p[0..n) to out as valid UTF-8 (each invalid byte -> U+FFFD).

@@ -15,6 +15,9 @@
 #include "runner/prompt.h"
 #include "runner/replay.h"
 #include "runner/sbx.h"
+#include "runner/snapshot.h"
+#include "runner/testhook.h"
+#include "runner/trusted.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -33,9 +36,11 @@ struct turn {
     struct journal_lock *lock;
     struct replay_state s;
     struct policy_config pc;
-    struct chat_tool_def defs[POLICY_NTOOLS];
+    struct chat_tool_def defs[POLICY_MAX_DEFS];
     size_t ndefs;
-    const char *known[POLICY_NTOOLS];
+    const char *known[POLICY_MAX_DEFS];
+    struct trusted *tr;    /* the tools the runner executes itself (runner/trusted) */
+    bool catalog_done;     /* MCP servers' tools listed (or none to list) */
     struct model_client *model;
     struct sbx *sbx;
     struct price_table prices;
@@ -98,6 +103,18 @@ static int on_event(void *ctx, const struct journal_event *ev)
     if (t->st.replayed > TERN_RUNNER_MAX_EVENTS)
         return err_set(&t->fold_err, TERN_ETOOLARGE, "more than %u events to replay",
                        TERN_RUNNER_MAX_EVENTS);
+    if (ev->type == JOURNAL_EV_SNAPSHOT && t->s.last_seq == 0) {
+        /* a replay from the latest snapshot starts with it: the state it
+         * holds is the fold of everything before (runner/snapshot.h) */
+        struct replay_state ns;
+        int rc = snapshot_decode(json_get(ev->data, "state"), ev->seq, &ns, &t->fold_err);
+        if (rc)
+            return err_wrap(&t->fold_err, rc, "journal snapshot at seq %llu",
+                            (unsigned long long)ev->seq);
+        replay_state_done(&t->s);
+        t->s = ns;
+        return 0;
+    }
     return fold(t, ev->seq, ev->type_name, ev->turn, ev->key, ev->data, ev->time, &t->fold_err);
 }
 
@@ -107,7 +124,8 @@ static int replay_all(struct turn *t, struct tern_err *err)
 {
     int64_t t0 = mono_ms();
     for (int round = 0; round < 5; round++) {
-        int rc = journal_replay(t->j, t->s.last_seq + 1, on_event, t, NULL, err);
+        uint64_t from = t->s.last_seq ? t->s.last_seq + 1 : JOURNAL_FROM_SNAPSHOT;
+        int rc = journal_replay(t->j, from, on_event, t, NULL, err);
         if (rc && t->fold_err.code) {
             if (err)
                 *err = t->fold_err;
@@ -197,72 +215,134 @@ static int gate_append(void *ctx, const char *type, cJSON *data, uint64_t *ret_s
     return rc;
 }
 
+/* Compaction (runner/snapshot.h) at the start of a turn that has not
+ * started: a snapshot of the state once enough events came since the last
+ * one, then the events before it are dropped (a failed drop leaves old
+ * events behind until the next snapshot's drop, which costs space, not
+ * correctness). A state too large for an event is left uncompacted. */
+static int maybe_compact(struct turn *t, struct tern_err *err)
+{
+    uint64_t prev = journal_summary(t->j)->snapshot_seq;
+    bool started = t->s.turn > t->cfg->turn || (t->s.turn == t->cfg->turn && t->s.turn_started);
+    if (started || !snapshot_due(&t->s, prev, (uint64_t)t->cfg->snapshot_events))
+        return 0;
+    if (t->lock && journal_lock_lost(t->lock))
+        return err_set(err, TERN_EFENCED, "turn lock lost (lease expired)");
+    cJSON *st = snapshot_encode(&t->s);
+    uint64_t seq = 0;
+    int64_t a0 = mono_ms();
+    int rc = journal_compact(t->j, st, false, &seq, err);
+    cJSON_Delete(st);
+    t->st.journal_ms += mono_ms() - a0;
+    if (rc == TERN_ETOOLARGE)
+        return 0;
+    if (rc)
+        return err_wrap(err, rc, "journal snapshot");
+    t->st.appends++;
+    cJSON *empty = obj();
+    rc = fold(t, seq, "snapshot", journal_summary(t->j)->turn, NULL, empty, NULL, err);
+    cJSON_Delete(empty);
+    if (rc == 0) {
+        struct tern_err e2 = {0};
+        journal_drop_before(t->j, seq, &e2);
+    }
+    return rc;
+}
+
 /* ---- model ------------------------------------------------------------- */
 
-static void read_prompt_parts(struct turn *t, char **ret_memory, char ***ret_skills,
-                              size_t *ret_n)
+/* What a prompt part's read means: 200 is its content, 404 says it does
+ * not exist (the prompt says so); anything else, a transport error
+ * included, is retryable (exit 75): a prompt is never sent without a part
+ * that exists but could not be read, because the model's answer to it is
+ * journaled for good. */
+static int prompt_part(int rc, const struct sbx_result *r, const char *what, bool *ret_missing,
+                       struct tern_err *err)
+{
+    *ret_missing = false;
+    if (rc)
+        return err_wrap(err, rc, "sandboxd: reading %s for the prompt", what);
+    if (r->http_status == 404) {
+        *ret_missing = true;
+        return 0;
+    }
+    if (r->http_status != 200)
+        return err_set(err, TERN_EHTTP, "sandboxd: reading %s for the prompt: HTTP %ld: %.200s",
+                       what, r->http_status, r->body ? r->body : "");
+    return 0;
+}
+
+static int read_prompt_parts(struct turn *t, struct prompt_input *in, struct tern_err *err)
 {
     struct policy_args a = {.tool = POLICY_READ, .path = "simple.md", .offset = 0, .limit = -1,
                             .timeout_ms = -1, .depth = -1};
     struct sbx_result r = {0};
-    struct tern_err e = {0};
-    *ret_memory = NULL;
-    *ret_skills = NULL;
-    *ret_n = 0;
-    if (sbx_call(t->sbx, NULL, &a, 10000, &r, &e) == 0 && r.http_status == 200 && r.body_len)
-        *ret_memory = xstrdup(r.body);
+    char **skills = NULL;
+    size_t n = 0;
+    int rc = sbx_call(t->sbx, NULL, &a, 10000, &r, err);
+    rc = prompt_part(rc, &r, "simple.md", &in->memory_missing, err);
+    if (rc == 0 && r.http_status == 200 && r.body_len)
+        in->memory = xstrdup(r.body);
     sbx_result_done(&r);
+    if (rc)
+        return rc;
     struct policy_args l = {.tool = POLICY_LIST, .path = "skills", .depth = 3, .offset = -1,
                             .limit = -1, .timeout_ms = -1};
-    if (sbx_call(t->sbx, NULL, &l, 10000, &r, &e) == 0 && r.http_status == 200) {
+    rc = sbx_call(t->sbx, NULL, &l, 10000, &r, err);
+    rc = prompt_part(rc, &r, "skills/", &in->skills_missing, err);
+    if (rc == 0 && r.http_status == 200) {
         cJSON *j = NULL;
         const cJSON *entries;
-        if (json_parse(r.body, r.body_len, &j, NULL) == 0 &&
-            cJSON_IsArray(entries = json_get(j, "entries"))) {
+        if (json_parse(r.body, r.body_len, &j, NULL) != 0 ||
+            !cJSON_IsArray(entries = json_get(j, "entries"))) {
+            rc = err_set(err, TERN_EHTTP, "sandboxd: listing skills/: unreadable answer");
+        } else {
             for (const cJSON *it = entries->child; it; it = it->next) {
                 const cJSON *p = json_get(it, "path"), *ty = json_get(it, "type");
                 if (!cJSON_IsString(p) || !cJSON_IsString(ty) ||
-                    strcmp(ty->valuestring, "file") != 0 || *ret_n >= TERN_RUNNER_MAX_SKILLS + 1)
+                    strcmp(ty->valuestring, "file") != 0 || n >= TERN_RUNNER_MAX_SKILLS + 1)
                     continue;
                 const char *name = p->valuestring;
                 if (strncmp(name, "skills/", 7) == 0)
                     name += 7;
-                *ret_skills = xreallocarray(*ret_skills, *ret_n + 1, sizeof(char *));
-                (*ret_skills)[(*ret_n)++] = xstrdup(name);
+                skills = xreallocarray(skills, n + 1, sizeof(char *));
+                skills[n++] = xstrdup(name);
             }
         }
         cJSON_Delete(j);
     }
     sbx_result_done(&r);
+    in->skills = (const char *const *)skills;
+    in->nskills = n;
+    return rc;
 }
 
-static void build_prompt(struct turn *t)
+static int build_prompt(struct turn *t, struct tern_err *err)
 {
     if (t->system_prompt)
-        return;
+        return 0;
     const struct runner_spec *sp = &t->cfg->spec;
-    char *memory = NULL, **skills = NULL;
-    size_t nskills = 0;
-    read_prompt_parts(t, &memory, &skills, &nskills);
     struct prompt_input in = {
         .objective = sp->objective,
         .context_text = sp->context_text,
         .references = (const char *const *)sp->references,
         .nreferences = sp->nreferences,
-        .memory = memory,
-        .skills = (const char *const *)skills,
-        .nskills = nskills,
         .writable = (const char *const *)sp->writable,
         .nwritable = sp->nwritable,
         .tools = t->known,
         .ntools = t->ndefs,
+        .trusted = trusted_prompt(t->tr),
     };
-    t->system_prompt = prompt_system(&in);
-    t->first_user = prompt_first_user(&in);
-    free(memory);
-    for (size_t i = 0; i < nskills; i++)
-        free(skills[i]);
-    free(skills);
+    int rc = read_prompt_parts(t, &in, err);
+    if (rc == 0) {
+        t->system_prompt = prompt_system(&in);
+        t->first_user = prompt_first_user(&in);
+    }
+    free((char *)in.memory);
+    for (size_t i = 0; i < in.nskills; i++)
+        free((char *)in.skills[i]);
+    free((char **)in.skills);
+    return rc;
 }
 
 static cJSON *response_data(struct turn *t, const struct chat_response *r,
@@ -314,7 +394,12 @@ static cJSON *response_data(struct turn *t, const struct chat_response *r,
  * + turn end), a negative code for a retryable failure. */
 static int do_model_call(struct turn *t, struct tern_err *err)
 {
-    build_prompt(t);
+    int rc = build_prompt(t, err);
+    if (rc) {
+        /* retryable: no model call without the whole prompt */
+        set_class(t, "SandboxUnreachable");
+        return rc;
+    }
     struct chat_conv c;
     chat_conv_init(&c);
     chat_conv_add(&c, CHAT_SYSTEM, t->system_prompt);
@@ -330,7 +415,7 @@ static int do_model_call(struct turn *t, struct tern_err *err)
             chat_conv_add(&c, m->role, m->content);
     }
     int64_t completion = 0; /* a team budget needs a bound on the completion */
-    int rc = gate_prepare(t->gate, t->cfg->max_completion_tokens, &completion, err);
+    rc = gate_prepare(t->gate, t->cfg->max_completion_tokens, &completion, err);
     if (rc) {
         chat_conv_done(&c);
         return rc;
@@ -374,6 +459,7 @@ static int do_model_call(struct turn *t, struct tern_err *err)
         set_class(t, "ModelUnreachable");
         return err_wrap(err, rc, "model %s", t->cfg->base_url ? t->cfg->base_url : "");
     }
+    testhook_at("model_response");
 
     if (res.status >= 200 && res.status <= 299) {
         struct chat_response r;
@@ -434,11 +520,85 @@ static int do_model_call(struct turn *t, struct tern_err *err)
 
 /* ---- tools ------------------------------------------------------------- */
 
+/* The definitions offered to the model: the permitted fixed tools, then
+ * the MCP tools of the catalog. */
+static void offer_tools(struct turn *t)
+{
+    t->ndefs = policy_tool_defs(&t->pc, t->defs);
+    t->ndefs += policy_mcp_defs(&t->pc, t->defs + t->ndefs, POLICY_MAX_DEFS - t->ndefs);
+    for (size_t i = 0; i < t->ndefs; i++)
+        t->known[i] = t->defs[i].name;
+}
+
+/* Lists the MCP servers' tools (runner/trusted), once. A server that
+ * refuses its credential ends the turn with the reason in the journal; an
+ * unreachable one is retryable. */
+static int load_catalog(struct turn *t, struct tern_err *err)
+{
+    struct tern_err e = {0};
+    int rc = trusted_catalog(t->tr, &t->pc, t->st.tool_notes, sizeof t->st.tool_notes, &e);
+    if (rc == TERN_EAUTH || rc == TERN_EINVALID) {
+        cJSON *d = obj();
+        json_add_string(d, "phase", "tools");
+        json_add_string(d, "message", e.msg);
+        if ((rc = append(t, "error", NULL, d, err)))
+            return rc;
+        cJSON *f = obj();
+        json_add_string(f, "outcome", PLAN_OUTCOME_ERROR);
+        json_add_string(f, "reason", "tool_server_refused");
+        json_add_string(f, "message", e.msg);
+        t->catalog_done = true;
+        return append(t, "turn_finished", NULL, f, err);
+    }
+    if (rc) {
+        set_class(t, "ToolServerUnreachable");
+        if (err)
+            *err = e;
+        return rc;
+    }
+    offer_tools(t);
+    t->catalog_done = true;
+    return 0;
+}
+
+/* A trusted tool (MCP, publish_branch): executed here, its result
+ * sanitized, journaled under the call's key. */
+static int do_trusted_execute(struct turn *t, const struct plan *p, struct tern_err *err)
+{
+    char *key = xasprintf("%s/%s", t->cfg->uid, p->call->id);
+    struct trusted_result r = {0};
+    const char *cls = NULL;
+    int64_t s0 = mono_ms();
+    int rc = trusted_execute(t->tr, p->call->id, &p->args, p->decision.timeout_ms, &r, &cls, err);
+    t->st.tool_ms += mono_ms() - s0;
+    t->st.tool_calls++;
+    if (rc) {
+        free(key);
+        set_class(t, cls ? cls : "ToolServerUnreachable");
+        return err_wrap(err, rc, "%s", p->call->name); /* retryable: the same key next time */
+    }
+    cJSON *d = r.extra ? r.extra : obj();
+    r.extra = NULL;
+    json_add_string(d, "callId", p->call->id);
+    json_add_string(d, "tool", p->call->name);
+    json_add_string(d, "status", r.status);
+    json_add_string(d, "output", r.output);
+    if (r.redacted)
+        cJSON_AddTrueToObject(d, "redacted");
+    trusted_result_done(&r);
+    rc = append(t, "tool_result", key, d, err);
+    free(key);
+    return rc;
+}
+
 static int do_tool_execute(struct turn *t, const struct plan *p, struct tern_err *err)
 {
+    if (p->tool == POLICY_MCP || p->tool == POLICY_PUBLISH)
+        return do_trusted_execute(t, p, err);
     char *key = xasprintf("%s/%s", t->cfg->uid, p->call->id);
     struct sbx_result r;
     int64_t s0 = mono_ms();
+    testhook_at("tool_call");
     int rc = sbx_call(t->sbx, key, &p->args, p->decision.timeout_ms, &r, err);
     t->st.tool_ms += mono_ms() - s0;
     t->st.tool_calls++;
@@ -457,8 +617,11 @@ static int do_tool_execute(struct turn *t, const struct plan *p, struct tern_err
         free(key);
         return rc;
     }
+    testhook_at("tool_result");
     const char *status = NULL;
-    char *out = sbx_render(&r, &status);
+    char *raw = sbx_render(&r, &status);
+    char *out = trusted_sanitize(t->tr, raw, 0, NULL); /* no credential is there; if one were */
+    free(raw);
     cJSON *d = obj();
     json_add_string(d, "callId", p->call->id);
     json_add_string(d, "tool", p->call->name);
@@ -622,9 +785,6 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
 
     replay_state_init(&t.s);
     runner_spec_policy(&cfg->spec, &t.pc);
-    t.ndefs = policy_tool_defs(&t.pc, t.defs);
-    for (size_t i = 0; i < t.ndefs; i++)
-        t.known[i] = t.defs[i].name;
     if ((rc = load_prices(&t, err)))
         goto out;
     if ((rc = etcd_endpoints_parse(cfg->etcd_endpoints, &eps, &neps, err))) {
@@ -661,6 +821,9 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
             goto out;
     }
 
+    if ((rc = maybe_compact(&t, err)))
+        goto out;
+
     struct model_client_config mc = {
         .base_url = cfg->base_url,
         .api_key = cfg->api_key,
@@ -673,6 +836,18 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
     t.model = model_client_new(&mc);
     struct sbx_config sc = {.address = cfg->sandbox_addr, .token = cfg->sandbox_token};
     t.sbx = sbx_new(&sc);
+    /* the runner may start before tern-sandboxd listens (they start
+     * together); not ready in time is retryable */
+    rc = sbx_wait_ready(t.sbx, cfg->sandbox_wait_ms > 0 ? cfg->sandbox_wait_ms : 60000, err);
+    if (rc)
+        goto out;
+    t.tr = trusted_new(cfg, t.sbx, stop);
+    if (!trusted_has_mcp(t.tr)) {
+        struct tern_err e0 = {0};
+        trusted_catalog(t.tr, &t.pc, NULL, 0, &e0); /* the publish schema; nothing to list */
+        t.catalog_done = true;
+    }
+    offer_tools(&t);
 
     for (;;) {
         if (stopped(&t)) {
@@ -689,6 +864,17 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
         if (p.action == PLAN_DONE) {
             plan_done(&p);
             break;
+        }
+        bool needs_tools = p.action == PLAN_MODEL_REQUEST || p.action == PLAN_MODEL_CALL ||
+                           replay_next_pending(&t.s) != NULL;
+        if (!t.catalog_done && needs_tools) {
+            /* calls and model requests need the MCP tools: list them, plan
+             * again (a turn that only has to finish does not wait for a
+             * server) */
+            plan_done(&p);
+            if ((rc = load_catalog(&t, err)))
+                goto out;
+            continue;
         }
         rc = perform(&t, &p, err);
         plan_done(&p);
@@ -715,6 +901,7 @@ out:
     etcd_free(t.etcd);
     etcd_endpoints_free(eps);
     model_client_free(t.model);
+    trusted_free(t.tr);
     sbx_free(t.sbx);
     price_table_done(&t.prices);
     free(t.system_prompt);

@@ -44,8 +44,10 @@ struct turn_stats {
     /* why turn_run failed, for the termination message the operator reads
      * (CamelCase, "" when it did not): ModelUnreachable, ModelRateLimited,
      * ModelServerError, SandboxUnreachable, SandboxBusy, JournalUnavailable,
-     * LockBusy, Fenced, Stopped, ConfigError */
+     * LockBusy, Fenced, Stopped, ConfigError, ToolServerUnreachable */
     char failure_class[32];
+    /* allowed MCP tools that are not offered, and why (for the log; "" if none) */
+    char tool_notes[1024];
 };
 
 /* Runs the turn. stop (may be NULL) is checked between steps and aborts a

@@ -306,6 +306,32 @@ int idem_finish(struct idem_store *s, const struct idem_ticket *t, const char *k
     return 0;
 }
 
+int idem_withdraw(struct idem_store *s, const struct idem_ticket *t, struct tern_err *err)
+{
+    char final[80];
+    snprintf(final, sizeof final, "%s.json", t->hash);
+    cJSON *rec = NULL;
+    int r = read_record(s->dirfd, final, &rec);
+    if (r == -ENOENT)
+        return 0;
+    if (r != 0)
+        return err_set(err, r, "idempotency record: %s", err_str(r));
+    const char *st = str_of(rec, "status"), *at = str_of(rec, "startedAt");
+    bool ours = st && strcmp(st, "started") == 0 && at && strcmp(at, t->started_at) == 0;
+    cJSON_Delete(rec);
+    if (!ours)
+        return 0;
+    if (unlinkat(s->dirfd, final, 0) != 0 && errno != ENOENT) {
+        r = -errno;
+        return err_set(err, r, "idempotency record: %s", err_str(r));
+    }
+    if (fsync(s->dirfd) != 0) {
+        r = -errno;
+        return err_set(err, r, "idempotency record: fsync: %s", err_str(r));
+    }
+    return 0;
+}
+
 static cJSON *interrupted_response(const char *op)
 {
     cJSON *j = cJSON_CreateObject();

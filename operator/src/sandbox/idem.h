@@ -34,6 +34,11 @@
  * sends the HTTP response. idem_recover, run at startup before serving,
  * rewrites every record still "started" as "interrupted": its operation was
  * cut off by a restart and is never run again under that key.
+ * idem_withdraw removes a "started" record whose operation is known not to
+ * have had any effect: a PUT whose client went away before the whole body
+ * arrived (nothing was written; only the staging file existed). A retry
+ * under the same key then runs it, instead of finding the key busy until
+ * the next restart.
  *
  * KEY RULES. A key is 1..TERN_SANDBOX_MAX_KEY bytes of printable ASCII
  * (0x21..0x7e; the runner sends "<session uid>/<call id>"). A request with a
@@ -109,6 +114,12 @@ int idem_begin(struct idem_store *s, const char *key, const char *op, const char
 int idem_finish(struct idem_store *s, const struct idem_ticket *t, const char *key,
                 const char *op, const char *req, int http_status, const cJSON *response,
                 struct tern_err *err);
+
+/* Withdraws the "started" record of ticket t, for an operation that had no
+ * effect (docs above). Only a record that is still this ticket's "started"
+ * record is removed; the directory is fsynced. Returns 0 (also when the
+ * record is gone already) or a negative errno. */
+int idem_withdraw(struct idem_store *s, const struct idem_ticket *t, struct tern_err *err);
 
 /* The /v1/executions answer: a new array of {"key","op","status","runs",
  * "startedAt"} sorted by startedAt, at most TERN_SANDBOX_MAX_RECORDS. */

@@ -58,6 +58,15 @@ static void req_free(struct sandboxd *d, struct req *r)
 {
     if (!r)
         return;
+    if (r->ticketed) {
+        /* the request ends with its ticket still held: its handler never
+         * ran (a PUT whose client went away before the whole body came),
+         * so nothing happened and the key is free again (idem.h). If the
+         * withdrawal fails the record stays "started", and the next start
+         * turns it into "interrupted": never a second run. */
+        struct tern_err err = {0};
+        idem_withdraw(&d->idem, &r->ticket, &err);
+    }
     buf_done(&r->body);
     if (r->exec_slot)
         atomic_fetch_sub(&d->active_execs, 1);

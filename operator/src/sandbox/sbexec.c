@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -149,9 +150,28 @@ static char *find_program(const char *argv0, char *const *env)
     return NULL;
 }
 
-/* Child side: only async-signal-safe calls until execve. */
-static _Noreturn void child(const struct sbexec_opts *o, const char *prog, char **env, int in_r,
-                            int out_w, int err_w, int status_w, int ruleset)
+/* The status pipe carries these records (each one write, atomic below
+ * PIPE_BUF): the command's child reports an exec failure, the shim the
+ * command's wait status once every process of the command is gone. */
+enum { MSG_EXEC_ERRNO = 1, MSG_WAIT_STATUS = 2 };
+struct shim_msg {
+    int kind;
+    int value;
+};
+
+/* Fixed descriptors in the shim and the command's child. */
+enum { FD_STATUS = 3, FD_RULESET = 4 };
+
+static void send_msg(int fd, int kind, int value)
+{
+    struct shim_msg m = {kind, value};
+    while (write(fd, &m, sizeof m) < 0 && errno == EINTR)
+        ;
+}
+
+/* The command's own process: only async-signal-safe calls until execve. */
+static _Noreturn void command(const struct sbexec_opts *o, const char *prog, char **env,
+                              bool ruleset)
 {
     int e = 0;
     setpgid(0, 0);
@@ -162,10 +182,6 @@ static _Noreturn void child(const struct sbexec_opts *o, const char *prog, char 
     for (int s = 1; s < NSIG; s++)
         if (s != SIGKILL && s != SIGSTOP)
             sigaction(s, &dfl, NULL);
-    if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
-        goto fail;
-    if (fchdir(o->cwd_fd) != 0)
-        goto fail;
     struct rlimit rl;
     struct {
         int res;
@@ -189,11 +205,11 @@ static _Noreturn void child(const struct sbexec_opts *o, const char *prog, char 
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         goto fail;
-    /* if sandboxd dies, the command's main process goes with it */
+    /* if the shim dies, the command's main process goes with it */
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    if (ruleset >= 0 && syscall(SYS_landlock_restrict_self, ruleset, 0) != 0)
+    if (ruleset && syscall(SYS_landlock_restrict_self, FD_RULESET, 0) != 0)
         goto fail;
-    /* close everything else (the status pipe is close-on-exec) */
+    /* nothing but stdin/stdout/stderr reaches the program */
     syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
     if (prog)
         execve(prog, o->argv, env);
@@ -201,9 +217,256 @@ static _Noreturn void child(const struct sbexec_opts *o, const char *prog, char 
         errno = ENOENT;
 fail:
     e = errno;
-    while (write(status_w, &e, sizeof e) < 0 && errno == EINTR)
-        ;
+    send_msg(FD_STATUS, MSG_EXEC_ERRNO, e);
     _exit(127);
+}
+
+/* Decimal digits of v into p (no terminator); returns the length. */
+static size_t fmt_uint(char *p, unsigned long v)
+{
+    char t[24];
+    size_t n = 0;
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        p[i] = t[n - 1 - i];
+    return n;
+}
+
+/* SIGKILLs every pid listed in a stream of decimal numbers separated by
+ * anything else (the /proc children file). Returns how many. */
+static int kill_listed(int fd)
+{
+    char b[4096];
+    long cur = -1;
+    int n = 0;
+    for (;;) {
+        ssize_t k = read(fd, b, sizeof b);
+        if (k < 0 && errno == EINTR)
+            continue;
+        for (ssize_t i = 0; i <= k; i++) {
+            bool digit = i < k && b[i] >= '0' && b[i] <= '9';
+            if (digit) {
+                cur = (cur < 0 ? 0 : cur) * 10 + (b[i] - '0');
+                if (cur > 0x7fffffff)
+                    cur = 0x7fffffff;
+            } else if (i < k && cur > 0) {
+                kill((pid_t)cur, SIGKILL);
+                n++;
+                cur = -1;
+            } else if (i < k) {
+                cur = -1;
+            }
+        }
+        if (k <= 0)
+            break;
+    }
+    if (cur > 0) {
+        kill((pid_t)cur, SIGKILL);
+        n++;
+    }
+    return n;
+}
+
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+/* The parent pid in a /proc/<pid>/stat text: the second field after the
+ * last ')' (the command name may hold anything). -1 when unreadable. */
+static long stat_ppid(const char *b, size_t n)
+{
+    size_t close = n;
+    for (size_t i = n; i-- > 0;)
+        if (b[i] == ')') {
+            close = i;
+            break;
+        }
+    if (close == n || close + 4 >= n)
+        return -1;
+    size_t i = close + 2; /* state */
+    while (i < n && b[i] != ' ')
+        i++;
+    long v = 0;
+    bool any = false;
+    for (i++; i < n && b[i] >= '0' && b[i] <= '9'; i++) {
+        v = v * 10 + (b[i] - '0');
+        any = true;
+        if (v > 0x7fffffff)
+            return -1;
+    }
+    return any ? v : -1;
+}
+
+/* Without /proc/<pid>/task/<pid>/children (CONFIG_PROC_CHILDREN): scans
+ * /proc for processes whose parent is self and SIGKILLs them. */
+static int kill_children_scan(pid_t self)
+{
+    int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    char d[8192];
+    int n = 0;
+    for (;;) {
+        long k = syscall(SYS_getdents64, dfd, d, sizeof d);
+        if (k <= 0)
+            break;
+        for (long off = 0; off < k;) {
+            struct linux_dirent64 *e = (struct linux_dirent64 *)(d + off);
+            off += e->d_reclen;
+            long pid = 0;
+            bool num = e->d_name[0] != '\0';
+            for (const char *c = e->d_name; *c && num; c++) {
+                num = *c >= '0' && *c <= '9';
+                pid = pid * 10 + (*c - '0');
+                if (pid > 0x7fffffff)
+                    num = false;
+            }
+            if (!num || pid == self)
+                continue;
+            char path[64] = "/proc/";
+            size_t pl = 6 + fmt_uint(path + 6, (unsigned long)pid);
+            memcpy(path + pl, "/stat", 6);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                continue;
+            char st[1024];
+            ssize_t r = read(fd, st, sizeof st);
+            close(fd);
+            if (r > 0 && stat_ppid(st, (size_t)r) == (long)self) {
+                kill((pid_t)pid, SIGKILL);
+                n++;
+            }
+        }
+    }
+    close(dfd);
+    return n;
+}
+
+/* SIGKILLs every child of self (the processes the subreaper adopted, and
+ * its own). Returns how many were signalled, or -1 when /proc is not
+ * readable at all. */
+static int kill_children(pid_t self)
+{
+    char path[80] = "/proc/self/task/";
+    size_t pl = 16 + fmt_uint(path + 16, (unsigned long)self);
+    memcpy(path + pl, "/children", 10);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return kill_children_scan(self);
+    int n = kill_listed(fd);
+    close(fd);
+    return n;
+}
+
+/* The shim: the process between sandboxd and the command. It is a child
+ * subreaper, so every process the command starts, however it detaches
+ * (setsid, double fork), is re-parented to it when its own parent dies.
+ * When the command's main process ends, or sandboxd says so (SIGUSR1), it
+ * SIGKILLs the command's group and then, generation by generation, every
+ * child it has left, until it has none; then it reports the command's wait
+ * status on the status pipe and exits. SIGTERM (the timeout) is passed on to
+ * the command's group. Only async-signal-safe calls: it is a fork of a
+ * threaded process. */
+static _Noreturn void shim(const struct sbexec_opts *o, const char *prog, char **env, int in_r,
+                           int out_w, int err_w, int status_w, int ruleset, pid_t parent)
+{
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGUSR1);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGPIPE);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    /* the descriptors the command needs at fixed places, nothing else kept
+     * (a shim outlives a fork-to-exec window: it must not hold another
+     * exec's pipes open) */
+    int keep[5] = {in_r, out_w, err_w, status_w, ruleset};
+    for (int i = 0; i < 5; i++)
+        if (keep[i] >= 0 && (keep[i] = fcntl(keep[i], F_DUPFD, 64)) < 0)
+            _exit(126);
+    if (fchdir(o->cwd_fd) != 0 || dup2(keep[0], 0) < 0 || dup2(keep[1], 1) < 0 ||
+        dup2(keep[2], 2) < 0 || dup2(keep[3], FD_STATUS) < 0 ||
+        (keep[4] >= 0 && dup2(keep[4], FD_RULESET) < 0)) {
+        send_msg(status_w, MSG_EXEC_ERRNO, errno);
+        _exit(127);
+    }
+    syscall(SYS_close_range, keep[4] >= 0 ? FD_RULESET + 1 : FD_RULESET, ~0U, 0);
+    fcntl(FD_STATUS, F_SETFD, FD_CLOEXEC);
+    if (getppid() != parent)
+        _exit(126); /* sandboxd died before PDEATHSIG was armed (it may be PID 1) */
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    pid_t self = getpid();
+    pid_t cmd = fork();
+    if (cmd < 0) {
+        send_msg(FD_STATUS, MSG_EXEC_ERRNO, errno);
+        _exit(127);
+    }
+    if (cmd == 0)
+        command(o, prog, env, keep[4] >= 0);
+    setpgid(cmd, cmd); /* also done by the command; whichever runs first wins */
+    /* the pipes stay with the command; ours would only delay its EOF */
+    close(0);
+    close(1);
+    close(2);
+    if (keep[4] >= 0)
+        close(FD_RULESET);
+    int wstatus = 0;
+    bool done = false, kill_all = false;
+    while (!done && !kill_all) {
+        struct signalfd_siginfo si;
+        ssize_t k = sfd >= 0 ? read(sfd, &si, sizeof si) : -1;
+        if (k < 0 && errno == EINTR)
+            continue;
+        int sig = k == (ssize_t)sizeof si ? (int)si.ssi_signo : SIGCHLD;
+        if (sfd < 0) {
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL); /* no signalfd: poll for the exit */
+        }
+        if (sig == SIGTERM)
+            kill(-cmd, SIGTERM);
+        else if (sig == SIGUSR1)
+            kill_all = true;
+        int st;
+        pid_t w;
+        while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+            if (w == cmd) {
+                wstatus = st;
+                done = true;
+            }
+    }
+    /* everything the command left behind goes with it */
+    kill(-cmd, SIGKILL);
+    for (;;) {
+        if (kill_children(self) < 0)
+            kill(-cmd, SIGKILL); /* no /proc: the group is all we can reach */
+        int st;
+        pid_t w = waitpid(-1, &st, 0);
+        if (w < 0 && errno == ECHILD)
+            break;
+        if (w == cmd && !done) {
+            wstatus = st;
+            done = true;
+        }
+        while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+            if (w == cmd && !done) {
+                wstatus = st;
+                done = true;
+            }
+    }
+    send_msg(FD_STATUS, MSG_WAIT_STATUS, wstatus);
+    _exit(0);
 }
 
 static void set_nonblock(int fd)
@@ -273,14 +536,15 @@ int sbexec_run(const struct sbexec_opts *o, struct sbexec_result *ret, struct te
         res.landlocked = ruleset >= 0;
     }
     int64_t t0 = now_ms();
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         rc = err_set(err, -errno, "fork: %s", strerror(errno));
         goto out;
     }
     if (pid == 0)
-        child(o, prog, env, in[0], out[1], er[1], st[1], ruleset);
-    setpgid(pid, pid); /* also done by the child; whichever runs first wins */
+        shim(o, prog, env, in[0], out[1], er[1], st[1], ruleset, parent);
+    setpgid(pid, pid); /* also done by the shim; whichever runs first wins */
     closep(&in[0]);
     closep(&out[1]);
     closep(&er[1]);
@@ -290,28 +554,38 @@ int sbexec_run(const struct sbexec_opts *o, struct sbexec_result *ret, struct te
     set_nonblock(in[1]);
     set_nonblock(out[0]);
     set_nonblock(er[0]);
+    set_nonblock(st[0]);
     size_t in_off = 0;
     if (!o->stdin_data || o->stdin_len == 0)
         closep(&in[1]);
 
     int64_t deadline = t0 + o->timeout_ms;
     int64_t grace = o->kill_grace_ms > 0 ? o->kill_grace_ms : 2000;
-    int64_t kill_at = -1, drain_until = -1;
-    bool exited = false, termed = false, killed = false;
+    int64_t kill_at = -1, drain_until = -1, hard_at = -1;
+    bool exited = false, termed = false, killed = false, hard = false;
     int wstatus = 0;
     while (!exited || ((out[0] >= 0 || er[0] >= 0) && now_ms() < drain_until)) {
         int64_t now = now_ms();
         if (!exited && !termed && now >= deadline) {
-            killpg(pid, SIGTERM);
+            kill(pid, SIGTERM); /* the shim passes it on to the command's group */
             termed = true;
             res.status = SBEXEC_TIMEOUT;
             kill_at = now + grace;
         }
         if (!exited && termed && !killed && now >= kill_at) {
-            killpg(pid, SIGKILL);
+            kill(pid, SIGUSR1); /* the shim kills every process of the command */
             killed = true;
+            hard_at = now + grace + 5000;
         }
-        int64_t wake = exited ? drain_until : (!termed ? deadline : (!killed ? kill_at : now + 100));
+        if (!exited && killed && !hard && now >= hard_at) {
+            kill(pid, SIGKILL); /* a shim that does not finish (cannot happen) */
+            hard = true;
+        }
+        int64_t wake = exited    ? drain_until
+                       : !termed ? deadline
+                       : !killed ? kill_at
+                       : !hard   ? hard_at
+                                 : now + 100;
         struct pollfd p[4];
         int np = 0, iout = -1, ierr = -1, iin = -1, ipid = -1;
         if (out[0] >= 0)
@@ -330,7 +604,7 @@ int sbexec_run(const struct sbexec_opts *o, struct sbexec_result *ret, struct te
         int pr = poll(p, (nfds_t)np, (int)wait);
         if (pr < 0 && errno != EINTR) {
             rc = err_set(err, -errno, "poll: %s", strerror(errno));
-            killpg(pid, SIGKILL);
+            kill(pid, SIGUSR1);
             waitpid(pid, &wstatus, 0);
             goto out;
         }
@@ -355,19 +629,22 @@ int sbexec_run(const struct sbexec_opts *o, struct sbexec_result *ret, struct te
             if (w == pid) {
                 exited = true;
                 res.duration_ms = now_ms() - t0;
-                killpg(pid, SIGKILL); /* leftovers of the group */
                 closep(&in[1]);
                 drain_until = now_ms() + DRAIN_MS;
             }
         }
     }
-    int child_errno = 0;
-    ssize_t k = read(st[0], &child_errno, sizeof child_errno);
-    if (k == (ssize_t)sizeof child_errno) {
-        const char *what = prog ? prog : o->argv[0];
-        buf_printf(&res.err, "tern-sandboxd: cannot execute %.200s: %s\n", what,
-                   strerror(child_errno));
-        res.err_total = res.err.len;
+    /* the shim's wait status of the command (its own only if it died) */
+    struct shim_msg m;
+    while (read(st[0], &m, sizeof m) == (ssize_t)sizeof m) {
+        if (m.kind == MSG_WAIT_STATUS) {
+            wstatus = m.value;
+        } else if (m.kind == MSG_EXEC_ERRNO) {
+            const char *what = prog ? prog : o->argv[0];
+            buf_printf(&res.err, "tern-sandboxd: cannot execute %.200s: %s\n", what,
+                       strerror(m.value));
+            res.err_total = res.err.len;
+        }
     }
     if (WIFEXITED(wstatus)) {
         res.exited = true;

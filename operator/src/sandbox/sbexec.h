@@ -1,6 +1,6 @@
 /* sbexec.h - runs one command for tern-sandboxd.
  *
- * The command runs in its own process group (the child calls setpgid(0, 0)),
+ * The command runs in its own process group (it calls setpgid(0, 0)),
  * with a scrubbed environment (PATH, HOME, LANG, TERM, TMPDIR, then the
  * caller's additions), resource limits (RLIMIT_NPROC, RLIMIT_FSIZE,
  * RLIMIT_NOFILE, RLIMIT_CPU, no core files), PR_SET_NO_NEW_PRIVS, and, when
@@ -12,12 +12,20 @@
  * each are kept, the totals are counted, and "truncated" says whether
  * anything was dropped. stdin receives stdin_data, then EOF.
  *
- * Termination: when the timeout expires the whole group gets SIGTERM, and
- * SIGKILL kill_grace_ms later (so a command ignoring SIGTERM still dies).
- * When the command's main process exits, whatever is left of its group is
- * killed with SIGKILL (background processes would otherwise hold the pipes
- * open); descendants that left the group with setsid/setpgid are outside
- * this reach (see docs/sandbox.md). A command that cannot be executed
+ * Termination: no process the command started outlives it. The command is
+ * the child of a shim process (a fork of sandboxd) that is a child
+ * subreaper (PR_SET_CHILD_SUBREAPER, unprivileged): whatever the command
+ * starts, however it detaches (setsid, setpgid, a double fork), is
+ * re-parented to the shim when its own parent dies. When the command's
+ * main process exits, the shim SIGKILLs its group and then every child it
+ * has left (listed from /proc/<pid>/task/<pid>/children, or by scanning
+ * /proc where the kernel has no children file), generation by generation,
+ * until it has none; only then does the command count as finished. When
+ * the timeout expires the command's group gets SIGTERM, and kill_grace_ms
+ * later the shim kills everything the same way (so a command ignoring
+ * SIGTERM still dies). If sandboxd itself dies, the shim and the command's
+ * main process die with it (PR_SET_PDEATHSIG); what they had started is
+ * then up to the pod (docs/sandbox.md). A command that cannot be executed
  * completes with exit code 127 and the reason on stderr, as a shell would.
  */
 #ifndef TERN_SBEXEC_H

@@ -31,6 +31,10 @@ const char *session_tool_name(unsigned tool)
     for (unsigned i = 0; i < 4; i++)
         if (tool == 1u << i)
             return tool_names[i];
+    if (tool == SESSION_TOOL_PUBLISH_BRANCH)
+        return "publish_branch";
+    if (tool == SESSION_TOOL_MCP)
+        return "mcp";
     return NULL;
 }
 
@@ -108,6 +112,17 @@ static bool http_url_ok(const char *s)
             *rest == '\v')
             return false;
     return true;
+}
+
+/* http_url_ok, and no user information before the host: credentials come
+ * from Secrets, never from the spec. */
+static bool trusted_url_ok(const char *s)
+{
+    if (!http_url_ok(s))
+        return false;
+    const char *host = strstr(s, "://") + 3;
+    size_t n = strcspn(host, "/?#");
+    return n > 0 && !memchr(host, '@', n);
 }
 
 /* ---- getters over json.h with our messages ---- */
@@ -491,8 +506,8 @@ bool session_spec_requires_approval(const struct session_spec *s, unsigned tool,
 {
     for (size_t i = 0; i < s->permissions.napprovals; i++) {
         const struct session_approval_rule *a = &s->permissions.approvals[i];
-        if (a->tool == tool &&
-            glob_match(a->glob, subject, tool == SESSION_TOOL_EXEC_COMMAND ? GLOB_TEXT : GLOB_PATH))
+        bool text = tool == SESSION_TOOL_EXEC_COMMAND || tool == SESSION_TOOL_PUBLISH_BRANCH;
+        if (a->tool == tool && glob_match(a->glob, subject, text ? GLOB_TEXT : GLOB_PATH))
             return true;
     }
     return false;
@@ -531,6 +546,216 @@ static const char *writable_problem(const char *g)
 }
 
 /* ---- the sections of spec ---- */
+
+/* A requiresApproval entry for a trusted tool (spec.tools is parsed
+ * before permissions): "publish_branch:<glob>" needs spec.tools.publish;
+ * "mcp:<server>/<tool glob>:<arguments glob>" a server of that name. */
+static int trusted_rule(struct session_spec *s, const char *path, size_t i, const char *tname,
+                        const char *rest, struct tern_err *err)
+{
+    unsigned kind = strcmp(tname, "mcp") == 0 ? SESSION_TOOL_MCP : SESSION_TOOL_PUBLISH_BRANCH;
+    if (kind == SESSION_TOOL_PUBLISH_BRANCH) {
+        if (!*rest || !glob_valid(rest))
+            return err_set(err, TERN_EINVALID,
+                           "%s.requiresApproval[%zu]: invalid glob (unterminated [class], "
+                           "reversed range or trailing backslash)",
+                           path, i);
+        if (s->tools.nremotes == 0)
+            return err_set(err, TERN_EINVALID,
+                           "%s.requiresApproval[%zu]: publish_branch is not offered without "
+                           "spec.tools.publish",
+                           path, i);
+    } else {
+        const char *slash = strchr(rest, '/');
+        const char *colon = slash ? strchr(slash + 1, ':') : NULL;
+        if (!slash || !colon || colon == slash + 1 || !colon[1])
+            return err_set(err, TERN_EINVALID,
+                           "%s.requiresApproval[%zu]: must be \"mcp:<server>/<tool "
+                           "glob>:<arguments glob>\"",
+                           path, i);
+        char *tool = xstrndup(slash + 1, (size_t)(colon - slash - 1));
+        bool ok = glob_valid(tool) && glob_valid(colon + 1);
+        free(tool);
+        if (!ok)
+            return err_set(err, TERN_EINVALID,
+                           "%s.requiresApproval[%zu]: invalid glob (unterminated [class], "
+                           "reversed range or trailing backslash)",
+                           path, i);
+        bool known = false;
+        for (size_t k = 0; k < s->tools.nmcp && !known; k++)
+            known = strlen(s->tools.mcp[k].name) == (size_t)(slash - rest) &&
+                    strncmp(s->tools.mcp[k].name, rest, (size_t)(slash - rest)) == 0;
+        if (!known)
+            return err_set(err, TERN_EINVALID,
+                           "%s.requiresApproval[%zu]: MCP server \"%.*s\" is not in "
+                           "spec.tools.mcpServers",
+                           path, i, (int)(slash - rest > 64 ? 64 : slash - rest), rest);
+    }
+    s->permissions.approvals[i].tool = kind;
+    s->permissions.approvals[i].glob = xstrdup(rest);
+    s->permissions.napprovals = i + 1;
+    return 0;
+}
+
+static int get_url(const cJSON *o, const char *path, const char *key, char **ret,
+                   struct tern_err *err)
+{
+    int r = get_str(o, path, key, JSON_REQUIRED, SESSION_MAX_URL, ret, err);
+    if (r)
+        return r;
+    if (!trusted_url_ok(*ret))
+        return err_set(err, TERN_EINVALID,
+                       "%s.%s: must be an http or https URL without user information "
+                       "(credentials come from a Secret)",
+                       path, key);
+    return 0;
+}
+
+/* A DNS label of at most max characters. */
+static int get_label(const cJSON *o, const char *path, const char *key, size_t max, char **ret,
+                     struct tern_err *err)
+{
+    int r = get_str_ne(o, path, key, JSON_REQUIRED, max, ret, err);
+    if (r)
+        return r;
+    if (!dns_label_n(*ret, strlen(*ret)))
+        return err_set(err, TERN_EINVALID,
+                       "%s.%s: must be a DNS label (lowercase letters, digits, '-')", path, key);
+    return 0;
+}
+
+static int parse_mcp_server(const cJSON *it, const char *ipath, struct session_mcp_server *m,
+                            struct tern_err *err)
+{
+    static const char *const fields[] = {"name", "url", "headersSecretRef", "allowedTools",
+                                         "timeoutSeconds", NULL};
+    static const char *const ref_fields[] = {"name", NULL};
+    const cJSON *ref = NULL;
+    char rpath[PATH_MAX_LEN];
+    int r;
+    m->timeout_seconds = SESSION_DEFAULT_MCP_TIMEOUT;
+    if ((r = check_fields(it, ipath, fields, err)) ||
+        (r = get_label(it, ipath, "name", SESSION_MAX_MCP_NAME, &m->name, err)) ||
+        (r = get_url(it, ipath, "url", &m->url, err)) ||
+        (r = get_object(it, ipath, "headersSecretRef", JSON_OPTIONAL, ref_fields, &ref, rpath,
+                        err)) ||
+        (ref && (r = get_name(ref, rpath, "name", JSON_REQUIRED, &m->headers_secret, err))) ||
+        (r = get_int(it, ipath, "timeoutSeconds", JSON_OPTIONAL, 1, SESSION_MAX_MCP_TIMEOUT,
+                     &m->timeout_seconds, err)))
+        return r;
+    if (!json_get(it, "allowedTools"))
+        return err_set(err, TERN_EINVALID, "%s.allowedTools: Required value", ipath);
+    if ((r = get_string_list(it, ipath, "allowedTools", SESSION_MAX_MCP_ALLOWED,
+                             SESSION_MAX_MCP_TOOL, &m->allowed, &m->nallowed, err)))
+        return r;
+    if (m->nallowed == 0)
+        return err_set(err, TERN_EINVALID, "%s.allowedTools: must have at least 1 item", ipath);
+    for (size_t k = 0; k < m->nallowed; k++) {
+        const char *t = m->allowed[k];
+        for (const char *c = t; *c; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                  (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+                return err_set(err, TERN_EINVALID,
+                               "%s.allowedTools[%zu]: must consist of letters, digits, '_' or "
+                               "'-'",
+                               ipath, k);
+        for (size_t j = 0; j < k; j++)
+            if (strcmp(m->allowed[j], t) == 0)
+                return err_set(err, TERN_EINVALID, "%s.allowedTools[%zu]: duplicate value \"%s\"",
+                               ipath, k, t);
+    }
+    return 0;
+}
+
+static int parse_remote(const cJSON *it, const char *ipath, struct session_publish_remote *m,
+                        struct tern_err *err)
+{
+    static const char *const fields[] = {"name", "url", "tokenSecretRef", "username", "auth",
+                                         NULL};
+    static const char *const ref_fields[] = {"name", "key", NULL};
+    const cJSON *ref = NULL;
+    char rpath[PATH_MAX_LEN];
+    const char *auth = NULL;
+    int r;
+    if ((r = check_fields(it, ipath, fields, err)) ||
+        (r = get_label(it, ipath, "name", SESSION_MAX_REMOTE_NAME, &m->name, err)) ||
+        (r = get_url(it, ipath, "url", &m->url, err)) ||
+        (r = get_object(it, ipath, "tokenSecretRef", JSON_REQUIRED, ref_fields, &ref, rpath,
+                        err)) ||
+        (r = get_name(ref, rpath, "name", JSON_REQUIRED, &m->token_secret, err)) ||
+        (r = get_str(ref, rpath, "key", JSON_REQUIRED, 253, &m->token_key, err)))
+        return r;
+    if (!secret_key_ok(m->token_key))
+        return err_set(err, TERN_EINVALID,
+                       "%s.key: must consist of letters, digits, '-', '_' or '.'", rpath);
+    m->username = xstrdup(SESSION_DEFAULT_PUBLISH_USERNAME);
+    if ((r = get_str_ne(it, ipath, "username", JSON_OPTIONAL, SESSION_MAX_USERNAME, &m->username,
+                        err)))
+        return r;
+    for (const char *c = m->username; *c; c++)
+        if (*c == ':' || (unsigned char)*c <= 0x20 || *c == 0x7f)
+            return err_set(err, TERN_EINVALID,
+                           "%s.username: must not contain ':', spaces or control characters",
+                           ipath);
+    if ((r = json_get_string(it, ipath, "auth", JSON_OPTIONAL, &auth, err)))
+        return r;
+    if (auth && strcmp(auth, "Basic") != 0 && strcmp(auth, "Bearer") != 0)
+        return err_set(err, TERN_EINVALID, "%s.auth: must be one of: Basic, Bearer", ipath);
+    m->bearer = auth && strcmp(auth, "Bearer") == 0;
+    return 0;
+}
+
+static int parse_tools(const cJSON *spec, struct session_spec *s, struct tern_err *err)
+{
+    static const char *const fields[] = {"mcpServers", "publish", NULL};
+    static const char *const pub_fields[] = {"remotes", NULL};
+    const cJSON *t = NULL, *a = NULL, *pub = NULL;
+    char path[PATH_MAX_LEN], ppath[PATH_MAX_LEN];
+    int r = get_object(spec, "spec", "tools", JSON_OPTIONAL, fields, &t, path, err);
+    if (r || !t)
+        return r;
+    if ((r = get_array(t, path, "mcpServers", SESSION_MAX_MCP_SERVERS, &a, err)))
+        return r;
+    size_t n = a ? (size_t)cJSON_GetArraySize(a) : 0, i = 0;
+    s->tools.mcp = n ? xcalloc(n, sizeof *s->tools.mcp) : NULL;
+    for (const cJSON *it = a ? a->child : NULL; it; it = it->next, i++) {
+        char ipath[PATH_MAX_LEN + 32];
+        snprintf(ipath, sizeof ipath, "%s.mcpServers[%zu]", path, i);
+        if (!cJSON_IsObject(it))
+            return err_set(err, TERN_EINVALID, "%s: must be an object", ipath);
+        s->tools.nmcp = i + 1;
+        if ((r = parse_mcp_server(it, ipath, &s->tools.mcp[i], err)))
+            return r;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(s->tools.mcp[j].name, s->tools.mcp[i].name) == 0)
+                return err_set(err, TERN_EINVALID, "%s: duplicate name \"%s\"", ipath,
+                               s->tools.mcp[i].name);
+    }
+    if ((r = get_object(t, path, "publish", JSON_OPTIONAL, pub_fields, &pub, ppath, err)) || !pub)
+        return r;
+    a = NULL;
+    if ((r = get_array(pub, ppath, "remotes", SESSION_MAX_REMOTES, &a, err)))
+        return r;
+    if (!a || cJSON_GetArraySize(a) == 0)
+        return err_set(err, TERN_EINVALID, "%s.remotes: must have at least 1 item", ppath);
+    n = (size_t)cJSON_GetArraySize(a);
+    i = 0;
+    s->tools.remotes = xcalloc(n, sizeof *s->tools.remotes);
+    for (const cJSON *it = a->child; it; it = it->next, i++) {
+        char ipath[PATH_MAX_LEN + 32];
+        snprintf(ipath, sizeof ipath, "%s.remotes[%zu]", ppath, i);
+        if (!cJSON_IsObject(it))
+            return err_set(err, TERN_EINVALID, "%s: must be an object", ipath);
+        s->tools.nremotes = i + 1;
+        if ((r = parse_remote(it, ipath, &s->tools.remotes[i], err)))
+            return r;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(s->tools.remotes[j].name, s->tools.remotes[i].name) == 0)
+                return err_set(err, TERN_EINVALID, "%s: duplicate name \"%s\"", ipath,
+                               s->tools.remotes[i].name);
+    }
+    return 0;
+}
 
 static int parse_permissions(const cJSON *spec, struct session_spec *s, struct tern_err *err)
 {
@@ -585,11 +810,17 @@ static int parse_permissions(const cJSON *spec, struct session_spec *s, struct t
                 memcpy(tname, v, (size_t)(colon - v));
                 tname[colon - v] = '\0';
             }
+            if (strcmp(tname, "mcp") == 0 || strcmp(tname, "publish_branch") == 0) {
+                if ((r = trusted_rule(s, path, i, tname, colon + 1, err)))
+                    return r;
+                continue;
+            }
             unsigned t = colon ? session_tool_from_name(tname) : 0;
             if (!t || !colon[1])
                 return err_set(err, TERN_EINVALID,
                                "%s.requiresApproval[%zu]: must be \"tool:glob\" with tool one of "
-                               "exec_command, read_file, write_file, list_files",
+                               "exec_command, read_file, write_file, list_files, publish_branch, "
+                               "or \"mcp:<server>/<tool glob>:<arguments glob>\"",
                                path, i);
             if (!glob_valid(colon + 1))
                 return err_set(err, TERN_EINVALID,
@@ -864,13 +1095,15 @@ static void set_defaults(struct session_spec *s)
     s->sandbox.idle_suspend_seconds = SESSION_DEFAULT_IDLE_SUSPEND_SECONDS;
     s->approval.timeout_seconds = SESSION_DEFAULT_APPROVAL_TIMEOUT;
     s->approval.on_timeout = SESSION_ON_TIMEOUT_DENY;
+    s->ttl_seconds_after_finished = -1;
 }
 
 int session_spec_parse(const cJSON *obj, struct session_spec **ret, struct tern_err *err)
 {
     static const char *const spec_fields[] = {
         "objective", "identity", "context", "skills",   "memory",  "messages", "permissions",
-        "limits",    "model",    "sandbox", "approval", "suspend", "forkFrom", NULL};
+        "tools",     "limits",   "model",   "sandbox",  "approval", "suspend", "forkFrom",
+        "ttlSecondsAfterFinished", NULL};
     static const char *const identity_fields[] = {"serviceAccountName", NULL};
     static const char *const memory_fields[] = {"configMapRef", NULL};
     struct session_spec *s = xcalloc(1, sizeof *s);
@@ -924,11 +1157,16 @@ int session_spec_parse(const cJSON *obj, struct session_spec **ret, struct tern_
     if ((r = get_string_list(spec, "spec", "messages", SESSION_MAX_MESSAGES,
                              SESSION_MAX_MESSAGE_LEN, &s->messages, &s->nmessages, err)))
         goto out;
-    if ((r = parse_permissions(spec, s, err)) || (r = parse_limits(spec, s, err)) ||
+    /* tools before permissions: approval rules may name MCP servers */
+    if ((r = parse_tools(spec, s, err)) || (r = parse_permissions(spec, s, err)) ||
+        (r = parse_limits(spec, s, err)) ||
         (r = parse_model(spec, s, err)) || (r = parse_sandbox(spec, s, err)) ||
         (r = parse_approval(spec, s, err)))
         goto out;
     if ((r = json_get_bool(spec, "spec", "suspend", JSON_OPTIONAL, &s->suspend, err)))
+        goto out;
+    if ((r = json_get_int_range(spec, "spec", "ttlSecondsAfterFinished", JSON_OPTIONAL, 0,
+                                SESSION_MAX_TTL_SECONDS, &s->ttl_seconds_after_finished, err)))
         goto out;
     if ((r = parse_fork(spec, s, err)))
         goto out;
@@ -973,6 +1211,21 @@ void session_spec_free(struct session_spec *s)
         free(s->permissions.hosts[i].text);
     }
     free(s->permissions.hosts);
+    for (size_t i = 0; i < s->tools.nmcp; i++) {
+        free(s->tools.mcp[i].name);
+        free(s->tools.mcp[i].url);
+        free(s->tools.mcp[i].headers_secret);
+        free_list(s->tools.mcp[i].allowed, s->tools.mcp[i].nallowed);
+    }
+    free(s->tools.mcp);
+    for (size_t i = 0; i < s->tools.nremotes; i++) {
+        free(s->tools.remotes[i].name);
+        free(s->tools.remotes[i].url);
+        free(s->tools.remotes[i].token_secret);
+        free(s->tools.remotes[i].token_key);
+        free(s->tools.remotes[i].username);
+    }
+    free(s->tools.remotes);
     free(s->model.name);
     free(s->model.base_url);
     free(s->model.api_key_secret);

@@ -34,7 +34,10 @@
 #define SESSION_DEFAULT_BASE_URL             "https://api.openai.com/v1"
 #define SESSION_DEFAULT_WORKSPACE_SIZE       "5Gi"
 #define SESSION_DEFAULT_IDLE_SUSPEND_SECONDS 600
+#define SESSION_MAX_TTL_SECONDS 31536000 /* spec.ttlSecondsAfterFinished: a year */
 #define SESSION_DEFAULT_APPROVAL_TIMEOUT     86400
+#define SESSION_DEFAULT_MCP_TIMEOUT          60
+#define SESSION_DEFAULT_PUBLISH_USERNAME     "x-access-token"
 /* clang-format off */
 #define SESSION_DEFAULT_WRITABLE {"working/**", "output/**"}
 /* clang-format on */
@@ -62,6 +65,14 @@
 #define SESSION_MAX_URL            2048
 #define SESSION_MAX_IMAGE          512
 #define SESSION_MAX_FORK_UID       128
+#define SESSION_MAX_MCP_SERVERS    8   /* spec.tools.mcpServers */
+#define SESSION_MAX_MCP_NAME       16  /* a server name (<server>__<tool> fits 64) */
+#define SESSION_MAX_MCP_ALLOWED    64  /* allowedTools of one server */
+#define SESSION_MAX_MCP_TOOL       46  /* an allowed tool name */
+#define SESSION_MAX_MCP_TIMEOUT    600 /* mcpServers[].timeoutSeconds */
+#define SESSION_MAX_REMOTES        8   /* spec.tools.publish.remotes */
+#define SESSION_MAX_REMOTE_NAME    32
+#define SESSION_MAX_USERNAME       256
 
 /* Tools, as bits of session_spec.permissions.tools. */
 enum session_tool {
@@ -71,10 +82,18 @@ enum session_tool {
     SESSION_TOOL_LIST_FILES = 1u << 3,
 };
 #define SESSION_TOOLS_ALL 0xfu
+/* The trusted tools, as kinds of approval rules only (never in
+ * permissions.tools: they are offered when spec.tools configures them).
+ * An MCP rule's glob is everything after "mcp:":
+ * "<server>/<tool glob>:<arguments glob>". */
+#define SESSION_TOOL_PUBLISH_BRANCH (1u << 4)
+#define SESSION_TOOL_MCP            (1u << 5)
 
-/* The tool bit for a name ("exec_command"), or 0 if unknown. */
+/* The tool bit for a sandbox tool's name ("exec_command"), or 0 if unknown
+ * (publish_branch and mcp are not names of permissions.tools). */
 unsigned session_tool_from_name(const char *name);
-/* The name of one tool bit; NULL for anything else. */
+/* The name of one tool bit ("publish_branch", "mcp" for the trusted
+ * kinds); NULL for anything else. */
 const char *session_tool_name(unsigned tool);
 
 enum session_on_timeout { SESSION_ON_TIMEOUT_DENY = 0, SESSION_ON_TIMEOUT_FAIL };
@@ -82,6 +101,26 @@ enum session_on_timeout { SESSION_ON_TIMEOUT_DENY = 0, SESSION_ON_TIMEOUT_FAIL }
 struct session_approval_rule {
     unsigned tool; /* one SESSION_TOOL_* bit */
     char *glob;    /* matched against the command (exec_command) or path */
+};
+
+/* spec.tools.mcpServers[i]: an MCP server the runner calls (docs/tools.md). */
+struct session_mcp_server {
+    char *name;             /* DNS label, at most SESSION_MAX_MCP_NAME */
+    char *url;              /* http(s), no user information */
+    char *headers_secret;   /* headersSecretRef.name: every key is a header; NULL = none */
+    char **allowed;         /* allowedTools: the tools offered to the model */
+    size_t nallowed;
+    int64_t timeout_seconds;
+};
+
+/* spec.tools.publish.remotes[i]: where publish_branch may push. */
+struct session_publish_remote {
+    char *name;
+    char *url;              /* http(s), no user information */
+    char *token_secret;     /* tokenSecretRef.name */
+    char *token_key;        /* tokenSecretRef.key */
+    char *username;         /* Basic auth user name (default x-access-token) */
+    bool bearer;            /* auth: Bearer (else Basic username:token) */
 };
 
 struct session_cidr {
@@ -139,6 +178,13 @@ struct session_spec {
     } permissions;
 
     struct {
+        struct session_mcp_server *mcp;
+        size_t nmcp;
+        struct session_publish_remote *remotes;
+        size_t nremotes;
+    } tools; /* spec.tools: run by the runner, never in the sandbox */
+
+    struct {
         int64_t timeout_seconds;
         int64_t max_model_turns;
         int64_t max_tool_calls;
@@ -169,6 +215,10 @@ struct session_spec {
     } approval;
 
     bool suspend;
+    /* spec.ttlSecondsAfterFinished: a finished session (Succeeded or Failed,
+     * nothing new since) is deleted this long after its last event; -1 =
+     * unset (the operator's default applies), 0 = delete at once */
+    int64_t ttl_seconds_after_finished;
 
     struct {
         bool set;
@@ -192,9 +242,11 @@ void session_spec_free(struct session_spec *s);
 int session_spec_check_update(const struct session_spec *old, const struct session_spec *cur,
                               struct tern_err *err);
 
-/* Whether a call of tool on subject (the command for exec_command, the
- * workspace-relative path otherwise) needs approval under spec. Globs as in
- * base/glob.h: GLOB_TEXT for exec_command, GLOB_PATH otherwise. */
+/* Whether a call of tool on subject (the command for exec_command,
+ * "<remote>/<branch>" for publish_branch, the workspace-relative path
+ * otherwise) needs approval under spec. Globs as in base/glob.h: GLOB_TEXT
+ * for exec_command and publish_branch, GLOB_PATH otherwise. MCP rules are
+ * matched by policy/ (policy_pattern_matches), which splits them. */
 bool session_spec_requires_approval(const struct session_spec *s, unsigned tool,
                                     const char *subject);
 

@@ -21,7 +21,6 @@
 
 struct objrest {
     struct objrest_transport t;
-    char *wait_path;
     char *sel_gvr, *sel_query; /* objrest_set_list_selector */
     objrest_wait_fn wait_fn;
     void *wait_ctx;
@@ -44,7 +43,6 @@ void objrest_free(struct objrest *r)
 {
     if (!r)
         return;
-    free(r->wait_path);
     free(r->sel_gvr);
     free(r->sel_query);
     free(r);
@@ -58,12 +56,6 @@ void objrest_set_list_selector(struct objrest *r, const char *gvr, const char *s
     r->sel_gvr = xstrdup(gvr);
     r->sel_query = xasprintf("?fieldSelector=%s", e);
     free(e);
-}
-
-void objrest_set_wait_path(struct objrest *r, const char *path)
-{
-    free(r->wait_path);
-    r->wait_path = path ? xstrdup(path) : NULL;
 }
 
 static bool cluster_scoped(const char *res)
@@ -323,8 +315,7 @@ static int r_wait(void *ctx, const char *after_rv, int timeout_ms, struct tern_e
     for (;;) {
         cJSON *l = NULL;
         struct objrest *r = ctx;
-        int rc = call(r, "GET", r->wait_path ? r->wait_path : "/api/v1/namespaces?limit=1", NULL,
-                      &l, err);
+        int rc = call(r, "GET", "/api/v1/namespaces?limit=1", NULL, &l, err);
         int64_t rv = kobj_int(l, "metadata.resourceVersion", -1);
         if (rv < 0) {
             const char *s = kobj_str(l, "metadata.resourceVersion");

@@ -55,14 +55,11 @@ struct objrest *objrest_new(const struct objrest_transport *t);
 void objrest_free(struct objrest *r);
 struct objstore objrest_objstore(struct objrest *r);
 
-/* The list wait polls instead of /api/v1/namespaces?limit=1 (a node agent
- * may not list namespaces; e.g. "/api/v1/pods?limit=1&fieldSelector=..."):
- * any list whose resourceVersion is the store revision. Copied. */
-void objrest_set_wait_path(struct objrest *r, const char *path);
-
-/* wait is done by fn instead of polling (e.g. tern-dev's in-process wait on
- * its watch hub: woken by the very write, no 200 ms poll). fn returns 0
- * once the store's revision passed after, TERN_ETIMEOUT otherwise. */
+/* wait is done by fn instead of polling the namespaces list every 200 ms
+ * (tern-dev: its watch hub, woken by the very write; tern-node: a watch of
+ * its own pods, as a node may not list namespaces). fn returns 0 once the
+ * store's revision passed after (or something changed), TERN_ETIMEOUT
+ * otherwise. */
 typedef int (*objrest_wait_fn)(void *ctx, int64_t after, int timeout_ms);
 void objrest_set_wait_fn(struct objrest *r, objrest_wait_fn fn, void *ctx);
 

@@ -14,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -458,6 +459,42 @@ int kubelet_sync(struct kubelet *k, int64_t now_ms, struct tern_err *err)
     return rc;
 }
 
+/* The earliest time-driven work: a probe, a restart after backoff, the end
+ * of a grace period, a pod waiting for what it needs (checked again soon:
+ * a claim binding or a ConfigMap appearing is not a change of the pod), the
+ * node's heartbeat and lease. INT64_MAX when none. */
+static int64_t next_wake(const struct kubelet *k, int64_t now_ms)
+{
+    int64_t next = INT64_MAX;
+#define SOONER(t) (next = (t) < next ? (t) : next)
+    for (size_t i = 0; i < k->npods; i++) {
+        const struct kpod *p = k->pods[i];
+        if (!p->terminal && !p->prepared)
+            SOONER(now_ms + 200);
+        for (size_t j = 0; j < p->nc; j++) {
+            const struct kcont *c = &p->c[j];
+            if (c->pid > 0) {
+                if (c->killing)
+                    SOONER(c->kill_deadline_ms);
+                if (c->has_ready_probe)
+                    SOONER(c->next_ready_ms);
+                if (c->has_live_probe)
+                    SOONER(c->next_live_ms);
+                if (c->ps.startup_pending)
+                    SOONER(c->next_startup_ms);
+            } else if (!c->ps.done && !p->terminal) {
+                SOONER(c->next_start_ms);
+            }
+        }
+    }
+    if (k->last_node_ms)
+        SOONER(k->last_node_ms + 30000);
+    if (k->scheduled_only && k->last_lease_ms)
+        SOONER(k->last_lease_ms + 10000);
+#undef SOONER
+    return next;
+}
+
 int kubelet_run(struct kubelet *k, volatile int *stop, int period_ms)
 {
     /* Also remove pod directories left by pods that no longer exist. */
@@ -480,11 +517,13 @@ int kubelet_run(struct kubelet *k, volatile int *stop, int period_ms)
             if (d)
                 closedir(d);
         }
-        /* until something changes after the pods list of that pass (or the
-         * period ends: probes, backoffs, heartbeats); without a list, the
-         * whole period */
+        /* until something changes after the pods list of that pass, or the
+         * earliest time-driven work (at most the period); without a list,
+         * the whole period */
+        int64_t now = kubelet__now_real_ms(), wake = next_wake(k, now);
+        int wait_ms = wake - now < 10 ? 10 : wake - now < period_ms ? (int)(wake - now) : period_ms;
         if (k->last_rv[0]) {
-            objstore_wait(k->s, k->last_rv, period_ms, NULL);
+            objstore_wait(k->s, k->last_rv, wait_ms, NULL);
         } else {
             struct timespec ts = {period_ms / 1000, (period_ms % 1000) * 1000000L};
             nanosleep(&ts, NULL);

@@ -240,6 +240,8 @@ int kubelet__start_container(struct kubelet *k, struct kpod *p, const cJSON *pod
             const cJSON *sp = c->init ? NULL : kobj_at(spec, "startupProbe");
             c->next_ready_ms = now_ms + kobj_int(rp, "initialDelaySeconds", 0) * 1000;
             c->next_live_ms = now_ms + kobj_int(lp, "initialDelaySeconds", 0) * 1000;
+            c->has_ready_probe = rp != NULL;
+            c->has_live_probe = lp != NULL;
             c->next_startup_ms = now_ms + kobj_int(sp, "initialDelaySeconds", 0) * 1000;
             c->ps.startup_pending = sp != NULL;
             c->ready_succ = c->ready_fail = c->live_fail = c->startup_fail = 0;

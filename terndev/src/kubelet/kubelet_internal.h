@@ -47,6 +47,7 @@ struct kcont {
     pid_t pid;
     int64_t next_start_ms;
     int64_t next_ready_ms, next_live_ms, next_startup_ms;
+    bool has_ready_probe, has_live_probe; /* of the running instance */
     int ready_succ, ready_fail, live_fail, startup_fail;
     bool killing;
     int64_t kill_deadline_ms;

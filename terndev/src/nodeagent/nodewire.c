@@ -9,6 +9,7 @@
 #include "devctl/objrest.h"
 #include "http/httpc.h"
 #include "json/json.h"
+#include "kube/kclient.h"
 #include "kube/kubeconfig.h"
 #include "kubelet/devrun.h"
 #include "nodeagent/kubeletapi.h"
@@ -31,6 +32,10 @@ struct link {
 
 struct nodewire {
     char *node, *voldir, *version, *api_host;
+    struct kubeconfig *kc;   /* kept for the kubelet's watch */
+    struct kclient *watch;   /* the kubelet's wait: a watch of its pods */
+    struct kclient *pv_watch; /* the provisioner's: a watch of the claims */
+    atomic_bool cancel;
     struct link kubelet, pv, api;
     struct devrun *run;
     struct kubeletapi *kapi;
@@ -156,18 +161,71 @@ static int get_pod(void *ctx, const char *ns, const char *name, cJSON **ret, str
     return rc;
 }
 
+/* ---- the kubelet's wait: a watch of this node's pods ---- */
+
+static int first_event(void *ctx, enum kwatch_type type, cJSON *obj)
+{
+    (void)ctx;
+    cJSON_Delete(obj);
+    return type == KWATCH_BOOKMARK ? 0 : 1;
+}
+
+/* Ends with the first change to a pod of this node after the kubelet's list
+ * (after) instead of the next poll; the period bounds it (time-driven work,
+ * objects that are not pods). */
+static int watch_wait(void *ctx, int64_t after, int timeout_ms)
+{
+    struct nodewire *w = ctx;
+    static const struct kgvr pods = {"", "v1", "pods"};
+    if (timeout_ms < 1000) { /* a watch times out in whole seconds: time-driven work is due */
+        struct timespec pause = {0, (long)timeout_ms * 1000000L};
+        nanosleep(&pause, NULL);
+        return TERN_ETIMEOUT;
+    }
+    char rv[32], *sel = xasprintf("spec.nodeName=%s", w->node);
+    snprintf(rv, sizeof rv, "%lld", (long long)after);
+    struct kclient_list_opts o = {.field_selector = sel,
+                                  .resource_version = rv,
+                                  .timeout_seconds = timeout_ms < 1000 ? 1 : timeout_ms / 1000};
+    struct kclient_err e = {0};
+    int rc = kclient_watch(w->watch, &pods, NULL, &o, first_event, NULL, &e);
+    free(sel);
+    if (rc == 1 || rc == TERN_ECOMPACTED)
+        return 0; /* a change (or one too old to tell: list again) */
+    if (rc < 0 && rc != -ECANCELED) { /* not a busy loop on a failing server */
+        struct timespec pause = {0, 200 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    return TERN_ETIMEOUT;
+}
+
 /* ---- the provisioner's loop ---- */
 
 static void *pv_main(void *arg)
 {
     struct nodewire *w = arg;
     struct localpv_cfg cfg = {.root = w->voldir};
+    static const struct kgvr claims = {"", "v1", "persistentvolumeclaims"};
     while (!w->stop_pv) {
+        /* the claims' revision before the pass: a watch from it ends with
+         * the first claim that changes after (a new one to provision), or
+         * after a second (volumes to reclaim, errors to retry) */
+        char *rv = NULL;
+        cJSON *l = NULL;
+        struct kclient_list_opts lo = {.limit = 1};
+        if (kclient_list(w->pv_watch, &claims, NULL, &lo, &l, NULL) == 0) {
+            const char *v = kobj_str(l, "metadata.resourceVersion");
+            rv = v ? xstrdup(v) : NULL;
+        }
+        cJSON_Delete(l);
         struct tern_err err = {0};
         if (localpv_sync(&w->pv.store, &cfg, &err) && w->on_error)
             w->on_error(w->on_error_ctx, "provisioner", err.msg);
-        for (int i = 0; i < 10 && !w->stop_pv; i++) {
-            struct timespec ts = {0, 100 * 1000000L};
+        struct kclient_list_opts wo = {.resource_version = rv, .timeout_seconds = 1};
+        int rc = rv ? kclient_watch(w->pv_watch, &claims, NULL, &wo, first_event, NULL, NULL) : -1;
+        free(rv);
+        if (rc < 0 && rc != TERN_ECOMPACTED && !w->stop_pv) {
+            struct timespec ts = {1, 0}; /* no watch: the pass every second */
             nanosleep(&ts, NULL);
         }
     }
@@ -220,7 +278,11 @@ int nodewire_start(const struct nodewire_cfg *cfg, struct nodewire **ret, struct
     if (rc == 0)
         rc = link_open(&w->api, kc, err);
     char *ca = kc->ca_pem ? xstrndup(kc->ca_pem, kc->ca_pem_len) : NULL;
-    kubeconfig_free(kc);
+    w->kc = kc;
+    w->watch = kclient_new(kc, NULL);
+    kclient_set_cancel(w->watch, &w->cancel);
+    w->pv_watch = kclient_new(kc, NULL);
+    kclient_set_cancel(w->pv_watch, &w->cancel);
     if (rc)
         goto fail;
     /* the version the API server reports: the kubelet claims that minor */
@@ -234,12 +296,8 @@ int nodewire_start(const struct nodewire_cfg *cfg, struct nodewire **ret, struct
     const char *gv = kobj_str(ver, "gitVersion");
     w->version = xasprintf("%s-tern", gv && strlen(gv) < 64 ? gv : "v0.0.0");
     cJSON_Delete(ver);
-    /* a node may not list namespaces: its wait polls its own pods */
-    char *e = httpc_escape(cfg->node);
-    char *wait = xasprintf("/api/v1/pods?limit=1&fieldSelector=spec.nodeName%%3D%s", e);
-    free(e);
-    objrest_set_wait_path(w->kubelet.rest, wait);
-    free(wait);
+    /* a node may not list namespaces: its wait watches its own pods */
+    objrest_set_wait_fn(w->kubelet.rest, watch_wait, w);
     char *sel = xasprintf("spec.nodeName=%s", cfg->node);
     objrest_set_list_selector(w->kubelet.rest, "v1/pods", sel); /* nor other nodes' pods */
     free(sel);
@@ -321,12 +379,16 @@ void nodewire_stop(struct nodewire *w, int grace_ms)
         return;
     kubeletapi_stop(w->kapi);
     w->stop_pv = 1;
+    atomic_store(&w->cancel, true); /* ends the watches at once */
     if (w->pv_started)
         pthread_join(w->pv_thread, NULL);
     devrun_stop(w->run, grace_ms);
     link_close(&w->kubelet);
     link_close(&w->pv);
     link_close(&w->api);
+    kclient_free(w->watch);
+    kclient_free(w->pv_watch);
+    kubeconfig_free(w->kc);
     free(w->node);
     free(w->voldir);
     free(w->version);
