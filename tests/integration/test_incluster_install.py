@@ -397,6 +397,15 @@ def operator_role(t):
     return role, copy.deepcopy(role)
 
 
+def operator_may(t, verb, resource, ns, *more):
+    """kubectl auth can-i as the operator's ServiceAccount: RBAC changes
+    reach an API server's authorizer through its informers, a moment after
+    the write, so a test waits for the answer it set up before relying on
+    it."""
+    return t.kubectl("auth", "can-i", verb, resource, "-n", ns, "--as", OPERATOR_USER, *more,
+                     check=False).strip()
+
+
 def step_missing_rule(r):
     t = r.t
     role, original = operator_role(t)
@@ -407,6 +416,8 @@ def step_missing_rule(r):
             n += 1
     eq(n, 1, "one batch/jobs rule")
     t.kubectl("apply", "-f", "-", input=json.dumps(role))
+    wait_for("the authorizer without the rule", lambda: operator_may(
+        t, "create", "jobs.batch", NS) == "no", 60, interval=0.2)
     start = len(r.lines())
     t.kubectl("apply", "-n", NS, "-f", "-", input=demo_manifest(t, "blocked"))
 
@@ -462,6 +473,8 @@ def step_finalizers_rule_needed(r):
     role["rules"] = [x for x in role["rules"] if x.get("resources") != ["agentsessions/finalizers"]]
     eq(len(role["rules"]), before - 1, "one agentsessions/finalizers rule")
     t.kubectl("apply", "-f", "-", input=json.dumps(role))
+    wait_for("the authorizer without the rule", lambda: operator_may(
+        t, "update", "agentsessions.tern.dev", NS, "--subresource=finalizers") == "no", 60, interval=0.2)
     t.kubectl("apply", "-n", NS, "-f", "-", input=demo_manifest(t, "noowner"))
 
     def warned():
