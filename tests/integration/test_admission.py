@@ -347,8 +347,13 @@ def step_server_side_apply(r):
     t.kubectl("create", "namespace", "ssa")
     t.apply_runner_rbac("ssa")
     t.create_secret("demo-model", "api-key", "not-a-real-key", ns="ssa")
+    # the demo publishes through a token-guarded remote (its Secret must
+    # exist before a turn Job is created)
+    t.create_secret("demo-git", "token", "not-a-real-git-token", ns="ssa")
+    remote = t.start_gitremote("not-a-real-git-token", repo="demo.git")
     with open(os.path.join(ROOT, "examples", "demo.yaml")) as f:
-        m = f.read().replace("http://127.0.0.1:0/v1", r.base)
+        m = f.read().replace("http://127.0.0.1:0/v1", r.base).replace(
+            "http://127.0.0.1:0/demo.git", remote)
     out = t.kubectl("apply", "--server-side", "-n", "ssa", "-f", "-", input=m)
     contains(out, "agentsession.tern.dev/demo serverside-applied", "apply --server-side")
     s = with_managed_fields(r, "ssa", "demo")
