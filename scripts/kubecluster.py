@@ -90,17 +90,21 @@ class PKI:
                   "-out", self.path(name + ".key"))
         os.chmod(self.path(name + ".key"), 0o600)
 
-    def ca(self, name, cn):
+    def ca(self, name, cn, subj=None):
         self.key(name)
-        self._run("req", "-x509", "-new", "-key", self.path(name + ".key"), "-subj", "/CN=" + cn,
+        self._run("req", "-x509", "-new", "-key", self.path(name + ".key"),
+                  "-subj", subj or ("/CN=" + cn),
                   "-days", "3650", "-sha256", "-out", self.path(name + ".crt"),
                   "-addext", "basicConstraints=critical,CA:TRUE",
                   "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature")
 
-    def cert(self, name, ca, cn, orgs=(), client=True, server=False, sans=()):
-        """A certificate signed by ca for cn (O= each of orgs)."""
+    def cert(self, name, ca, cn, orgs=(), client=True, server=False, sans=(), ous=(), days=3650):
+        """A certificate signed by ca for cn (O= each of orgs, OU= each of
+        ous); cn None: no CommonName (the journal's etcd refuses gateway
+        clients whose certificate has one)."""
         self.key(name)
-        subj = "".join("/O=" + o for o in orgs) + "/CN=" + cn
+        subj = "".join("/O=" + o for o in orgs) + "".join("/OU=" + u for u in ous)
+        subj += ("/CN=" + cn) if cn else ""
         csr = self.path(name + ".csr")
         self._run("req", "-new", "-key", self.path(name + ".key"), "-subj", subj, "-out", csr)
         usage = [u for u, on in (("clientAuth", client), ("serverAuth", server)) if on]
@@ -113,7 +117,7 @@ class PKI:
         with open(extfile, "w") as f:
             f.write("\n".join(ext) + "\n")
         self._run("x509", "-req", "-in", csr, "-CA", self.path(ca + ".crt"), "-CAkey",
-                  self.path(ca + ".key"), "-CAcreateserial", "-days", "3650", "-sha256",
+                  self.path(ca + ".key"), "-CAcreateserial", "-days", str(days), "-sha256",
                   "-extfile", extfile, "-out", self.path(name + ".crt"))
         os.unlink(csr)
         os.unlink(extfile)

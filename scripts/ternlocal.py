@@ -30,6 +30,7 @@ import subprocess
 import tempfile
 import time
 import sys
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -49,6 +50,23 @@ def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def local_ip():
+    """A global-scope IPv4 address of this machine, or None. An EndpointSlice
+    may not name a loopback address (kube-apiserver refuses it, and tern-dev
+    too), so an aggregated API served by a process on the host is reached at
+    this address."""
+    try:
+        out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global", "up"],
+                             capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in out.splitlines():
+        parts = line.split()
+        if "inet" in parts:
+            return parts[parts.index("inet") + 1].split("/")[0]
+    return None
 
 
 def wait_for(what, fn, timeout, interval=0.05):
@@ -134,6 +152,10 @@ class Local:
         self.keep = keep or os.environ.get("TERN_KEEP_WORKDIR") == "1"  # for a look afterwards
         self.procs = {}
         self.etcd_url = None
+        self.journal = None      # JournalEtcd: the test's own view (as root)
+        self.journal_pki = None
+        self.api_pki = None
+        self.api_port = None
         self.kubeconfig = None
         self.model_addr = None
 
@@ -146,37 +168,126 @@ class Local:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     # ---- processes ----------------------------------------------------
-    def start_etcd(self):
+    def journal_etcd_binary(self):
+        """The journal's etcd: Debian's 3.4 beside tern-dev (always there), the
+        official 3.6 that `make kube` builds beside the real control plane (what
+        a current cluster runs). docs/journal.md, "The locked door", says what
+        differs between the two."""
+        if self.cluster == "kube":
+            import kubecluster
+            return os.path.join(kubecluster.KUBE_BIN, "etcd")
+        return ETCD
+
+    def make_journal_pki(self):
+        """The journal's PKI (docs/journal.md, "The locked door"): one CA; a
+        serving certificate for 127.0.0.1 (also its peer certificate); client
+        certificates of the operator and of the runners. No certificate has
+        a CommonName: etcd's gateway refuses such clients once auth is on,
+        and users log in with passwords (root's and the operator's, 32
+        random bytes each)."""
+        import kubecluster
+        d = os.path.join(self.dir, "journal-pki")
+        pki = kubecluster.PKI(d)
+        pki.ca("ca", None, subj="/O=tern/OU=journal-ca")
+        pki.cert("server", "ca", None, orgs=("tern",), ous=("journal-etcd",), server=True,
+                 sans=("IP:127.0.0.1", "DNS:localhost"))
+        pki.cert("operator", "ca", None, orgs=("tern",), ous=("journal-operator",))
+        pki.cert("runner", "ca", None, orgs=("tern",), ous=("journal-runner",))
+        for name in ("root-password", "operator-password"):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(os.urandom(32).hex() + "\n")
+            os.chmod(os.path.join(d, name), 0o600)
+        self.journal_pki = pki
+        return pki
+
+    def journal_flags(self):
+        """The operator's flags for the locked journal."""
+        p = self.journal_pki.path
+        return ["--etcd-endpoints", self.etcd_url, "--etcd-ca-file", p("ca.crt"),
+                "--etcd-cert-file", p("operator.crt"), "--etcd-key-file", p("operator.key"),
+                "--etcd-password-file", p("operator-password"),
+                "--etcd-root-password-file", p("root-password"),
+                "--etcd-runner-cert-file", p("runner.crt"),
+                "--etcd-runner-key-file", p("runner.key")]
+
+    def start_etcd(self, pki=None):
+        """The journal's etcd, locked: HTTPS only with client certificates of
+        the journal's CA (--client-cert-auth, peers too), then etcd auth set
+        up by `tern-operator --journal-init` (root, the operator's user and
+        role). --bcrypt-cost 4: every password is 32 random bytes, so the
+        slow hash buys nothing. Returns the URL.
+
+        pki: certificates made elsewhere (a PKI whose path(name) has ca.crt,
+        server.crt/.key, operator.crt/.key and root-password, e.g. the
+        Secrets of the tern-pki Job); then auth is left to the operator that
+        uses them, and the test's own view logs in as root once it is on."""
+        init = pki is None
+        pki = pki or self.make_journal_pki()
+        self.journal_pki = pki
+        p = pki.path
+        tls = ["--cert-file", p("server.crt"), "--key-file", p("server.key"),
+               "--client-cert-auth", "--trusted-ca-file", p("ca.crt"),
+               "--peer-cert-file", p("server.crt"), "--peer-key-file", p("server.key"),
+               "--peer-client-cert-auth", "--peer-trusted-ca-file", p("ca.crt")]
         for _ in range(5):
             cport, pport = free_port(), free_port()
-            url = "http://127.0.0.1:%d" % cport
+            url = "https://127.0.0.1:%d" % cport
+            purl = "https://127.0.0.1:%d" % pport
             data = os.path.join(self.dir, "etcd")
-            p = Proc("etcd", [ETCD, "--data-dir", data, "--name", "tern-local",
-                              "--listen-client-urls", url, "--advertise-client-urls", url,
-                              "--listen-peer-urls", "http://127.0.0.1:%d" % pport,
-                              "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % pport,
-                              "--initial-cluster", "tern-local=http://127.0.0.1:%d" % pport],
-                     self.logs)
+            shutil.rmtree(data, ignore_errors=True)
+            p_ = Proc("etcd", [self.journal_etcd_binary(), "--data-dir", data, "--name",
+                               "tern-local", "--listen-client-urls", url,
+                               "--advertise-client-urls", url, "--listen-peer-urls", purl,
+                               "--initial-advertise-peer-urls", purl,
+                               "--initial-cluster", "tern-local=" + purl,
+                               "--bcrypt-cost", "4", *tls], self.logs)
+            self.journal = JournalEtcd(url, p("ca.crt"), p("operator.crt"), p("operator.key"))
             try:
-                wait_for("etcd /health", lambda: p.alive() and
-                         b"true" in urllib.request.urlopen(url + "/health", timeout=1).read(),
-                         20)
+                wait_for("etcd /health", lambda: p_.alive() and
+                         b"true" in self.journal.get("/health"), 20)
             except Failed:
-                p.stop()
+                p_.stop()
                 continue
-            self.procs["etcd"] = p
+            self.procs["etcd"] = p_
             self.etcd_url = url
+            if init:
+                self.journal_init()
+            else:
+                with open(p("root-password")) as f:
+                    self.journal.credentials = ("root", f.read().strip())
             return url
         raise Failed("etcd did not start (ports taken?)")
+
+    def journal_env(self):
+        """The TERN_ETCD_* settings of a tern-runner started by a test
+        itself (not as a turn Job of the operator): the runners'
+        certificate, and the operator's user, whose role covers every
+        session (the operator's Jobs get their session's own user)."""
+        p = self.journal_pki.path
+        return {"TERN_ETCD_ENDPOINTS": self.etcd_url, "TERN_ETCD_CA_FILE": p("ca.crt"),
+                "TERN_ETCD_CERT_FILE": p("runner.crt"), "TERN_ETCD_KEY_FILE": p("runner.key"),
+                "TERN_ETCD_USERNAME": "tern-operator",
+                "TERN_ETCD_PASSWORD_FILE": p("operator-password")}
+
+    def journal_init(self):
+        """tern-operator --journal-init: the users, roles and auth."""
+        r = subprocess.run([os.path.join(BIN, "tern-operator"), "--journal-init",
+                            *self.journal_flags()], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise Failed("tern-operator --journal-init: exit %d: %s" % (r.returncode,
+                                                                        r.stderr.strip()))
+        with open(self.journal_pki.path("root-password")) as f:
+            self.journal.login("root", f.read().strip())
 
     def start_terndev(self, extra=()):
         """tern-dev up on the started etcd; extra: more flags for `up`.
         Raises Failed (and leaves no process) when it does not get ready."""
         d = os.path.join(self.dir, "tern-dev")
         env = dict(os.environ, PATH=BIN + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+        # tern-dev keeps its objects in an etcd of its own (it starts it), as
+        # a cluster keeps the journal apart from its own store
         p = Proc("tern-dev", [os.path.join(BIN, "tern-dev"), "up", "--dir", d, "--port", "0",
-                              "--etcd", self.etcd_url, *extra], self.logs, env=env,
-                 stdout_pipe=True)
+                              *extra], self.logs, env=env, stdout_pipe=True)
         try:
             line = p.read_line(60)
         except Failed:
@@ -255,11 +366,76 @@ class Local:
         self.procs[name] = p
         return "http://%s/mcp" % line.split()[-1]
 
-    def start_operator(self, name="tern-operator", extra=()):
+    def make_api_pki(self):
+        """The aggregated API's serving certificate (docs/stream-api.md): a CA
+        of its own and a certificate for the Service name the API server
+        checks (tern-operator.tern-system.svc), made once per Local."""
+        if self.api_pki:
+            return self.api_pki
+        import kubecluster
+        pki = kubecluster.PKI(os.path.join(self.dir, "api-pki"))
+        pki.ca("ca", None, subj="/O=tern/OU=stream-api-ca")
+        pki.cert("serving", "ca", None, orgs=("tern",), ous=("stream-api",), client=False,
+                 server=True, sans=("DNS:tern-operator.tern-system.svc",
+                                    "DNS:tern-operator.tern-system.svc.cluster.local"))
+        self.api_pki = pki
+        return pki
+
+    def register_api(self, name, addr, port):
+        """The APIService v1alpha1.stream.tern.dev, backed by the Service
+        tern-system/tern-operator without a selector and an EndpointSlice
+        naming this operator's address (it runs on the host, not in a pod):
+        the API server (kube-apiserver, or tern-dev) proxies
+        /apis/stream.tern.dev/... to it. The operator fills in the caBundle."""
+        if not self.kubectl("get", "namespace", "tern-system", "--ignore-not-found",
+                            "-o", "name").strip():
+            self.kubectl("create", "namespace", "tern-system")
+        objs = [
+            {"apiVersion": "v1", "kind": "Service",
+             "metadata": {"name": "tern-operator", "namespace": "tern-system"},
+             "spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP",
+                                 "targetPort": port}]}},
+            {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+             "metadata": {"name": "tern-operator-" + name, "namespace": "tern-system",
+                          "labels": {"kubernetes.io/service-name": "tern-operator",
+                                     "endpointslice.kubernetes.io/managed-by": "ternlocal"}},
+             "addressType": "IPv4",
+             "endpoints": [{"addresses": [addr], "conditions": {"ready": True}}],
+             "ports": [{"name": "https", "port": port, "protocol": "TCP"}]},
+            {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+             "metadata": {"name": "v1alpha1.stream.tern.dev"},
+             "spec": {"group": "stream.tern.dev", "version": "v1alpha1",
+                      "service": {"namespace": "tern-system", "name": "tern-operator",
+                                  "port": 443},
+                      "groupPriorityMinimum": 1000, "versionPriority": 15}},
+        ]
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": objs}))
+
+    def wait_api(self, timeout=90):
+        """Until the aggregated API answers discovery through the API server."""
+        return wait_for("stream.tern.dev served through the API server", lambda: '"sessions"' in
+                        self.kubectl("get", "--raw", "/apis/stream.tern.dev/v1alpha1",
+                                     check=False), timeout, interval=0.3)
+
+    def start_operator(self, name="tern-operator", extra=(), api=True):
+        api_flags = []
+        addr = local_ip() if api else None
+        if addr:
+            pki = self.make_api_pki()
+            self.api_port = free_port()
+            api_flags = ["--api-addr", "%s:%d" % (addr, self.api_port),
+                         "--api-cert-file", pki.path("serving.crt"),
+                         "--api-key-file", pki.path("serving.key"),
+                         "--api-ca-file", pki.path("ca.crt")]
         argv = [os.path.join(BIN, "tern-operator"), "--kubeconfig", self.kubeconfig,
-                "--etcd-endpoints", self.etcd_url, "--metrics-addr", "127.0.0.1:%d" % free_port(),
+                *self.journal_flags(), *api_flags,
+                "--metrics-addr", "127.0.0.1:%d" % free_port(),
                 "--health-addr", "127.0.0.1:%d" % free_port(), "--runner-image", "tern-runner:local",
                 "--sandbox-image", "tern-sandbox:local", "--id", name, *extra]
+        if addr:
+            # registered first, so the operator's first pass fills in the caBundle
+            self.register_api(name, addr, self.api_port)
         p = Proc(name, argv, self.logs)
         self.procs[name] = p
         return p
@@ -305,6 +481,15 @@ class Local:
         p = self.procs.pop(name, None)
         if p:
             p.stop(sig)
+            if name.startswith("tern-operator") or name.startswith("op-"):
+                # its address leaves the Service with it (best effort: the
+                # cluster may be stopping too)
+                try:
+                    self.kubectl("delete", "endpointslice", "-n", "tern-system",
+                                 "tern-operator-" + name, "--ignore-not-found", "--wait=false",
+                                 check=False, timeout=20)
+                except (subprocess.TimeoutExpired, OSError):
+                    pass
 
     def stop_all(self):
         for name in ["op-a", "op-b", "tern-operator", "tern-egress-proxy", "tern-fakellm",
@@ -382,7 +567,7 @@ def condition(s, t):
 # ---- looking inside: the journal (etcd JSON gateway) and sandboxd ----------
 def _b64(s):
     import base64
-    return base64.b64encode(s.encode()).decode()
+    return base64.b64encode(s.encode() if isinstance(s, str) else s).decode()
 
 
 def _unb64(s):
@@ -390,32 +575,69 @@ def _unb64(s):
     return base64.b64decode(s).decode()
 
 
-def journal_events(etcd_url, uid):
+class JournalEtcd:
+    """The locked journal etcd as a test sees it: HTTPS with a client
+    certificate, then an etcd user's token (login)."""
+
+    def __init__(self, url, ca, cert=None, key=None):
+        import ssl
+        self.url = url
+        self.ctx = ssl.create_default_context(cafile=ca)
+        if cert:
+            self.ctx.load_cert_chain(cert, key)
+        self.token = None
+        self.credentials = None  # (user, password): log in once auth is on
+
+    def get(self, path):
+        return urllib.request.urlopen(self.url + path, context=self.ctx, timeout=5).read()
+
+    def call(self, path, body):
+        """POST body (JSON) to path; the reply as JSON, or urllib's HTTPError."""
+        h = {"Content-Type": "application/json"}
+        if not self.token and self.credentials and path != "/v3/auth/authenticate":
+            try:
+                self.login(*self.credentials)
+            except urllib.error.HTTPError as e:
+                if b"not enabled" not in e.read():
+                    raise
+        if self.token:
+            h["Authorization"] = self.token
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(), headers=h)
+        return json.loads(urllib.request.urlopen(req, context=self.ctx, timeout=10).read())
+
+    def login(self, user, password):
+        self.token = None
+        self.token = self.call("/v3/auth/authenticate",
+                               {"name": user, "password": password})["token"]
+        return self
+
+    def range(self, prefix, keys_only=False):
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        out = self.call("/v3/kv/range", {"key": _b64(prefix), "range_end": _b64(end),
+                                         "keys_only": keys_only})
+        return [(_unb64(kv["key"]), _unb64(kv.get("value", "")) if not keys_only else None)
+                for kv in out.get("kvs", [])]
+
+    def put(self, key, value):
+        return self.call("/v3/kv/put", {"key": _b64(key), "value": _b64(value)})
+
+
+def kubecluster_pki(d):
+    """An openssl-made PKI in d (scripts/kubecluster.py's PKI)."""
+    import kubecluster
+    return kubecluster.PKI(d)
+
+
+def journal_events(j, uid):
     """Every event of a session's journal, decoded, in seq order."""
     prefix = "/tern/v1/s/%s/ev/" % uid
-    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-    body = json.dumps({"key": _b64(prefix), "range_end": _b64(end)}).encode()
-    req = urllib.request.Request(etcd_url + "/v3/kv/range", data=body,
-                                 headers={"Content-Type": "application/json"})
-    out = json.loads(urllib.request.urlopen(req, timeout=10).read())
-    events = []
-    for kv in out.get("kvs", []):
-        key = _unb64(kv["key"])
-        if "/c/" in key[len(prefix):]:
-            continue  # chunks of an oversize event
-        events.append(json.loads(_unb64(kv.get("value", ""))))
+    events = [json.loads(v) for _, v in j.range(prefix)]
     events.sort(key=lambda e: e["seq"])
     return events
 
 
-def journal_keys(etcd_url, uid):
-    prefix = "/tern/v1/s/%s/" % uid
-    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-    body = json.dumps({"key": _b64(prefix), "range_end": _b64(end), "keys_only": True}).encode()
-    req = urllib.request.Request(etcd_url + "/v3/kv/range", data=body,
-                                 headers={"Content-Type": "application/json"})
-    out = json.loads(urllib.request.urlopen(req, timeout=10).read())
-    return [_unb64(kv["key"]) for kv in out.get("kvs", [])]
+def journal_keys(j, uid):
+    return [k for k, _ in j.range("/tern/v1/s/%s/" % uid, keys_only=True)]
 
 
 def read_jsonl(path):

@@ -115,9 +115,7 @@ def seed_journal(etcd, uid, now):
                                 "summary": "git push origin main", "requestedAt": now},
             "outcome": "approval_requested", "updated": now}
     puts.append({"request_put": {"key": b64(pre + "sum"), "value": b64(json.dumps(summ))}})
-    body = json.dumps({"success": puts}).encode()
-    urllib.request.urlopen(urllib.request.Request(etcd + "/v3/kv/txn", data=body, headers={
-        "Content-Type": "application/json"}), timeout=60).read()
+    etcd.call("/v3/kv/txn", {"success": puts})
 
 
 def metrics(t):
@@ -263,7 +261,7 @@ def run(cluster, n):
                 "apiVersion": "tern.dev/v1alpha1", "kind": "AgentSession",
                 "metadata": {"name": "parked-%05d" % i},
                 "spec": {"objective": "bench", "approval": {"timeoutSeconds": 2592000}}})
-            seed_journal(t.etcd_url, s["metadata"]["uid"], now)
+            seed_journal(t.journal, s["metadata"]["uid"], now)
         with concurrent.futures.ThreadPoolExecutor(8) as ex:
             list(ex.map(make, range(n)))
         print("  setup: %d sessions created and journals seeded in %.1f s" %

@@ -158,10 +158,11 @@ def source_suite(run, name, script, kubectl=None):
            pair.proxy.compared)
 
 
-def demo_manifest(base, name="demo"):
+def demo_manifest(base, remote, name="demo"):
     with open(os.path.join(ROOT, "examples", "demo.yaml")) as f:
         m = f.read()
-    return m.replace("http://127.0.0.1:0/v1", base).replace("name: demo\n", "name: %s\n" % name)
+    return m.replace("http://127.0.0.1:0/v1", base).replace("name: demo\n", "name: %s\n" % name) \
+        .replace("http://127.0.0.1:0/demo.git", remote)
 
 
 def finish(run, pair, name):
@@ -183,8 +184,11 @@ def source_operator(run):
             t.kubectl("create", "namespace", "team")
             t.apply_runner_rbac("team")
             t.create_secret("demo-model", "api-key", "not-a-real-key", ns="team")
+            # the demo publishes through a token-guarded remote
+            t.create_secret("demo-git", "token", "not-a-real-git-token", ns="team")
+            remote = t.start_gitremote("not-a-real-git-token", repo="demo.git")
             t.start_operator()
-            t.kubectl("apply", "-n", "team", "-f", "-", input=demo_manifest(base))
+            t.kubectl("apply", "-n", "team", "-f", "-", input=demo_manifest(base, remote))
             s = t.wait_session("demo", "WaitingForApproval", lambda s: phase(s) in (
                 "WaitingForApproval", "Failed"), 120, ns="team")
             eq(phase(s), "WaitingForApproval", "phase (%s)" % json.dumps(s.get("status"))[:500])

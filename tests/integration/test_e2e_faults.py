@@ -30,7 +30,7 @@ spec:
 
 
 def events(t, name):
-    return ternlocal.journal_events(t.etcd_url, t.session(name)["metadata"]["uid"])
+    return ternlocal.journal_events(t.journal, t.session(name)["metadata"]["uid"])
 
 
 def token(t, name):

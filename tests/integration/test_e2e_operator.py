@@ -44,7 +44,7 @@ def manifest(t, name, idle=600, approval_timeout=3600, on_timeout="Deny"):
 
 def events(t, name):
     uid = t.session(name)["metadata"]["uid"]
-    return ternlocal.journal_events(t.etcd_url, uid)
+    return ternlocal.journal_events(t.journal, uid)
 
 
 def types(evs):
@@ -190,9 +190,9 @@ def scenario_delete_cleans_up(t):
     t.kubectl("apply", "-f", "-", input=manifest(t, "gone"))
     s = waiting(t, "gone")
     uid = s["metadata"]["uid"]
-    eq(bool(ternlocal.journal_keys(t.etcd_url, uid)), True, "journal exists")
+    eq(bool(ternlocal.journal_keys(t.journal, uid)), True, "journal exists")
     t.kubectl("delete", "agentsession", "gone", "--timeout=120s")
-    wait_for("journal deleted", lambda: ternlocal.journal_keys(t.etcd_url, uid) == [], 60)
+    wait_for("journal deleted", lambda: ternlocal.journal_keys(t.journal, uid) == [], 60)
     wait_for("children deleted", lambda: t.kubectl(
         "get", "pods,jobs,pvc,secrets,configmaps", "-l", "tern.dev/session-uid=" + uid,
         "-o", "name").strip() == "", 120)

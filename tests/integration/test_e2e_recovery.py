@@ -52,7 +52,7 @@ def cond(s, t):
 
 
 def journal(t, name, ns="default"):
-    return ternlocal.journal_events(t.etcd_url, t.session(name, ns)["metadata"]["uid"])
+    return ternlocal.journal_events(t.journal, t.session(name, ns)["metadata"]["uid"])
 
 
 def types(evs):

@@ -151,7 +151,7 @@ def runner_pids(name):
 
 
 def events(t, name):
-    return ternlocal.journal_events(t.etcd_url, t.session(name)["metadata"]["uid"])
+    return ternlocal.journal_events(t.journal, t.session(name)["metadata"]["uid"])
 
 
 def waiting(t, name):

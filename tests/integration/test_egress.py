@@ -389,7 +389,7 @@ def check_events_and_rate_limit(t):
 
 def check_the_model_sees_the_refusal(t):
     uid = t.session("eg")["metadata"]["uid"]
-    evs = ternlocal.journal_events(t.etcd_url, uid)
+    evs = ternlocal.journal_events(t.journal, uid)
     results = [json.dumps(e["data"]) for e in evs if e["type"] == "tool_result"]
     eq(len(results) >= 2, True, "the turn's tool results: %d" % len(results))
     contains(results[0], "tern-egress-proxy: refused: GET forbidden.example:%d"

@@ -55,7 +55,8 @@ APPROVER_GROUP = "tern-approvers"
 def demo_manifest(t, name):
     with open(os.path.join(ROOT, "examples", "demo.yaml")) as f:
         m = f.read()
-    return m.replace("http://127.0.0.1:0/v1", t.base).replace("name: demo\n", "name: %s\n" % name)
+    return (m.replace("http://127.0.0.1:0/v1", t.base).replace("name: demo\n", "name: %s\n" % name)
+            .replace("http://127.0.0.1:0/demo.git", t.remote))
 
 
 class Run:
@@ -76,10 +77,44 @@ class Run:
             raise AssertionError("helm %s: exit %d: %s" % (" ".join(args), r.returncode, err))
         return r.returncode, r.stdout, err
 
+    def journal_secrets(self):
+        """The locked journal's Secrets the chart mounts, made from the PKI
+        the journal etcd outside the cluster serves with (pki.create=false,
+        as the chart's values say for an etcd of your own): the operator's
+        certificate and passwords, the runners' certificate, and the
+        aggregated API's serving certificate."""
+        t = self.t
+        if not t.kubectl("get", "namespace", SYS_NS, "--ignore-not-found", "-o",
+                         "name").strip():
+            t.kubectl("create", "namespace", SYS_NS)
+        jp, ap = t.journal_pki.path, t.make_api_pki().path
+
+        def read(path):
+            with open(path) as f:
+                return f.read()
+        secrets = {
+            "tern-journal-operator": {"ca.crt": jp("ca.crt"), "tls.crt": jp("operator.crt"),
+                                      "tls.key": jp("operator.key"),
+                                      "root-password": jp("root-password"),
+                                      "operator-password": jp("operator-password")},
+            "tern-journal-runner": {"ca.crt": jp("ca.crt"), "tls.crt": jp("runner.crt"),
+                                    "tls.key": jp("runner.key")},
+            "tern-api-serving": {"ca.crt": ap("ca.crt"), "tls.crt": ap("serving.crt"),
+                                 "tls.key": ap("serving.key")},
+        }
+        items = [{"apiVersion": "v1", "kind": "Secret",
+                  "metadata": {"name": n, "namespace": SYS_NS},
+                  "stringData": {k: read(v) for k, v in files.items()}}
+                 for n, files in secrets.items()]
+        t.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                       "items": items}))
+
     def install(self, *extra):
+        self.journal_secrets()
         try:
             return self.helm("install", "tern", CHART, "-n", SYS_NS, "--create-namespace",
                              "-f", VALUES, "--set", "etcd.external.endpoints=" + self.t.etcd_url,
+                             "--set", "pki.create=false",
                              "--wait", "--timeout", "180s", *extra)
         except AssertionError as e:
             raise AssertionError("%s\n%s" % (e, self.what_the_cluster_shows())) from None
@@ -199,6 +234,9 @@ def step_demo(r):
     t.kubectl("create", "namespace", NS)
     t.apply_runner_rbac(NS)
     t.create_secret("demo-model", "api-key", "not-a-real-key", ns=NS)
+    # the demo publishes its fix branch to a git remote that requires a token
+    # (examples/demo.yaml: Secret demo-git)
+    t.create_secret("demo-git", "token", t.remote_token, ns=NS)
     # the approver: a user of the approver group, allowed to read and
     # annotate sessions in the namespace (RBAC is the cluster admin's part;
     # the chart's policy then checks who may decide)
@@ -230,8 +268,8 @@ def step_demo(r):
     contains(out, "approved " + s["status"]["pendingApproval"]["id"], "kubectl tern approve")
     s = r.completed("demo")
     eq(phase(s), "Succeeded", "phase (%s)" % json.dumps(s.get("status"))[:800])
-    contains(s["status"]["result"]["summary"], "pushed", "result")
-    approved = [e for e in ternlocal.journal_events(t.etcd_url, s["metadata"]["uid"])
+    contains(s["status"]["result"]["summary"], "published", "result")
+    approved = [e for e in ternlocal.journal_events(t.journal, s["metadata"]["uid"])
                 if e["type"] == "approval_decided"]
     eq(len(approved), 1, "one approval_decided event")
     eq(json.dumps(approved[0]).count('"%s"' % APPROVER) >= 1, True,
@@ -244,7 +282,7 @@ def step_upgrade(r):
     s = r.waiting("across")
     eq(phase(s), "WaitingForApproval", "phase before the upgrade")
     rc, out, err = r.helm("upgrade", "tern", CHART, "-n", SYS_NS, "-f", VALUES,
-                          "--set", "etcd.external.endpoints=" + t.etcd_url,
+                          "--set", "etcd.external.endpoints=" + t.etcd_url, "--set", "pki.create=false",
                           "--set", "operator.logLevel=debug", "--wait", "--timeout", "180s")
     contains(out, "has been upgraded", "helm upgrade")
     contains(out, "REVISION: 2", "revision")
@@ -290,7 +328,7 @@ def step_uninstall(r):
     names = t.kubectl("get", "agentsessions", "-n", NS, "-o", "name").split()
     eq(sorted(names), ["agentsession.tern.dev/across", "agentsession.tern.dev/demo"],
        "the sessions stay")
-    eq(bool(ternlocal.journal_keys(t.etcd_url, r.uid)), True, "the journal stays")
+    eq(bool(ternlocal.journal_keys(t.journal, r.uid)), True, "the journal stays")
     eq(bool(t.kubectl("get", "pvc", "-n", NS, "-l", "tern.dev/session-uid=" + r.uid,
                       "-o", "name").strip()), True, "the session's workspace PVC stays")
     eq(t.kubectl("get", "namespace", SYS_NS, "-o", "name").strip(), "namespace/" + SYS_NS,
@@ -306,7 +344,7 @@ def step_uninstall(r):
     wait_for("the session deleted by the reinstalled operator", lambda: t.kubectl(
         "get", "agentsession", "across", "-n", NS, "--ignore-not-found", "-o", "name")
         .strip() == "", 90, interval=0.3)
-    wait_for("its journal deleted", lambda: ternlocal.journal_keys(t.etcd_url, r.uid) == [], 60)
+    wait_for("its journal deleted", lambda: ternlocal.journal_keys(t.journal, r.uid) == [], 60)
 
 
 def main():
@@ -318,6 +356,8 @@ def main():
         t.start_etcd()
         t.start_cluster()
         t.base = t.start_fakellm(os.path.join(ROOT, "examples", "demo-script.json"))
+        t.remote_token = "demo-" + os.urandom(12).hex()
+        t.remote = t.start_gitremote(t.remote_token, repo="demo.git")
         r = Run(t)
         done = set()
         for name, fn, needs in [

@@ -1228,6 +1228,14 @@ TEST_T(tern_image_entrypoint_is_the_operator_and_its_binaries_run, 120)
     free(out);
     free(err);
 
+    const char *pki[] = {"tern-pki", "--no-such-flag", NULL};
+    set_args(cfg, pki);
+    bundle_save(bundle, cfg);
+    ASSERT_EQ_INT(ctr_run(bundle, "pki", 60000, &out, &err), 2);
+    ASSERT_CONTAINS(err, "usage: tern-pki");
+    free(out);
+    free(err);
+
     const char *fakellm[] = {"tern-fakellm", NULL};
     set_args(cfg, fakellm);
     bundle_save(bundle, cfg);

@@ -27,6 +27,7 @@ import copy
 import json
 import os
 import sys
+from urllib.error import HTTPError
 
 import yaml
 
@@ -42,6 +43,7 @@ OVERLAY = os.path.join(ROOT, "deploy", "overlays", "tern-dev")
 SYS_NS = "tern-system"
 NS = "sessions"
 OPERATOR_USER = "system:serviceaccount:tern-system:tern-operator"
+PKI_USER = "system:serviceaccount:tern-system:tern-pki"
 RUNNER_USER = "system:serviceaccount:%s:tern-runner" % NS
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -188,17 +190,57 @@ class Run:
         return out
 
 
+def secret_data(t, name, ns=SYS_NS):
+    import base64
+    sec = t.get_json("secret", name, "-n", ns)
+    return {k: base64.b64decode(v).decode() for k, v in sec["data"].items()}
+
+
+def export_pki(t, d):
+    """The journal's certificates from the tern-pki Job's Secrets, as files
+    (the etcd outside the cluster serves with them; the test's own view of
+    the journal uses the operator's certificate and root's password)."""
+    os.makedirs(d, exist_ok=True)
+    srv, op = secret_data(t, "tern-journal-server"), secret_data(t, "tern-journal-operator")
+    files = {"ca.crt": srv["ca.crt"], "server.crt": srv["tls.crt"], "server.key": srv["tls.key"],
+             "operator.crt": op["tls.crt"], "operator.key": op["tls.key"],
+             "root-password": op["root-password"]}
+    for name, text in files.items():
+        path = os.path.join(d, name)
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.chmod(path + ".tmp", 0o600)
+        os.replace(path + ".tmp", path)  # etcd reads its certificate per handshake
+    return ternlocal.kubecluster_pki(d)
+
+
+def pki_job_done(t, name):
+    return wait_for("Job %s complete" % name, lambda: any(
+        c["type"] == "Complete" and c["status"] == "True" for c in
+        t.get_json("job", name, "-n", SYS_NS).get("status", {}).get("conditions", [])), 90,
+        interval=0.3)
+
+
 def step_install(r):
     t = r.t
     t.kubectl("create", "namespace", SYS_NS)
-    t.kubectl("create", "configmap", "tern-journal", "-n", SYS_NS,
-              "--from-literal=endpoints=" + t.etcd_url)
     out = t.kubectl("apply", "-k", OVERLAY)
     for obj in ["customresourcedefinition.apiextensions.k8s.io/agentsessions.tern.dev",
                 "serviceaccount/tern-operator", "clusterrole.rbac.authorization.k8s.io/tern-operator",
-                "deployment.apps/tern-operator"]:
+                "deployment.apps/tern-operator", "job.batch/tern-pki",
+                "apiservice.apiregistration.k8s.io/v1alpha1.stream.tern.dev",
+                "clusterrole.rbac.authorization.k8s.io/tern-session-viewer"]:
         contains(out, obj + " created", "apply -k output")
-    eq("etcd" in out or "ValidatingAdmissionPolicy" in out, False, "dropped by the overlay: " + out)
+    eq("statefulset" in out or "ValidatingAdmissionPolicy" in out or "networkpolicy" in out,
+       False, "dropped by the overlay: " + out)
+    # the Job makes the journal's certificates; the journal etcd (outside
+    # the cluster here) serves with them, and the operator pod, which waited
+    # for its Secrets and the ConfigMap, locks it at its first start
+    pki_job_done(t, "tern-pki")
+    r.pki_dir = os.path.join(t.dir, "journal-pki-from-secrets")
+    t.start_etcd(pki=export_pki(t, r.pki_dir))
+    t.kubectl("create", "configmap", "tern-journal", "-n", SYS_NS,
+              "--from-literal=endpoints=" + t.etcd_url)
     t.kubectl("wait", "--for=condition=established", "--timeout=30s", "crd/agentsessions.tern.dev",
               "crd/agentbudgets.tern.dev")
     pod = wait_for("the operator pod Ready", lambda: (lambda p: p if pod_ready(p) else None)(
@@ -229,7 +271,30 @@ def step_in_cluster_config(r):
     with open(root + "/token") as f:
         eq(len(f.read().strip()) > 0, True, "mounted token")
     eq(os.path.exists(root + "/ca.crt"), True, "mounted ca.crt")
+    # the journal's credentials, mounted from the tern-pki Job's Secrets
+    jroot = "/proc/%d/root/var/run/tern" % pid
+    for f in ("journal-operator/tls.crt", "journal-operator/root-password",
+              "journal-operator/operator-password", "journal-runner/tls.crt"):
+        eq(os.path.exists(os.path.join(jroot, f)), True, "mounted " + f)
+    eq(env.get("TERN_ETCD_ROOT_PASSWORD_FILE"),
+       "/var/run/tern/journal-operator/root-password", "the journal locked")
     logs = t.kubectl("logs", "-n", SYS_NS, pod["metadata"]["name"])
+    locked = [json.loads(x) for x in logs.splitlines() if '"journal locked"' in x]
+    # "enabled now" at the pod's first start; a container restarted since
+    # (a loaded machine: a probe) finds it on and says "was enabled"
+    eq(len(locked), 1, "one 'journal locked' line in:\n" + logs[:2000])
+    eq(locked[0].get("auth") in ("enabled now", "was enabled"), True, "journal locked: %s" %
+       locked[0])
+    # and it is on: the operator's certificate without a user's token reads nothing
+    anon = ternlocal.JournalEtcd(t.etcd_url, r.pki_dir + "/ca.crt", r.pki_dir + "/operator.crt",
+                                 r.pki_dir + "/operator.key")
+    try:
+        anon.range("/tern/v1/s/")
+        raise AssertionError("the journal answered a client without a user")
+    except HTTPError as e:
+        msg = e.read().decode().lower()
+        eq("permission denied" in msg or "user name is empty" in msg, True,
+           "etcd auth is on: %s" % msg[:200])
     cfg = [json.loads(x) for x in logs.splitlines() if '"kubernetes config"' in x]
     eq(len(cfg), 1, "one 'kubernetes config' log line in:\n" + logs[:2000])
     eq(cfg[0].get("source"), "in-cluster", "config source")
@@ -265,13 +330,21 @@ def step_demo_session(r):
     contains(s["status"]["result"]["summary"], "published", "result")
     # the budget counted the demo's model calls and holds its sandbox's slot
     used = sum(e["data"]["usage"]["prompt_tokens"] + e["data"]["usage"]["completion_tokens"]
-               for e in ternlocal.journal_events(t.etcd_url, s["metadata"]["uid"])
+               for e in ternlocal.journal_events(t.journal, s["metadata"]["uid"])
                if e["type"] == "model_response")
     b = wait_for("the budget's status", lambda: (lambda o: o if (o.get("status") or {}).get(
         "used", {}).get("tokens") == used else None)(t.get_json("agentbudget", "team", "-n", NS)),
         60, interval=0.2)
     eq(b["status"]["display"]["tokens"], "%d/100000000" % used, "used/limit")
     eq(b["status"]["display"]["concurrentSessions"], "1/4", "the demo holds a slot")
+    if t.cluster == "terndev":
+        # the session read through the aggregated API the operator pod serves
+        # (the base's APIService and Service; tern-dev proxies to the pod it
+        # selects). The real control plane cannot route to a pod here: its
+        # EndpointSlices refuse tern-node's loopback pod addresses.
+        out = t.tern("logs", "demo", "-n", NS)
+        contains(out, "turn finished: completed", "kubectl tern logs, in-cluster")
+        contains(out, "approval ap-", "the approval")
 
 
 def subprocess_tern(t, *args):
@@ -298,8 +371,41 @@ def step_fork_and_events(r):
     contains(out, "demo-alt", "kubectl tern fork")
     child = t.wait_session("demo-alt", "forked", lambda s: any(
         e["type"] == "forked_from" for e in ternlocal.journal_events(
-            t.etcd_url, s["metadata"]["uid"])), 60, ns=NS)
+            t.journal, s["metadata"]["uid"])), 60, ns=NS)
     eq(child["spec"]["forkFrom"]["session"], "demo", "forkFrom")
+
+
+def step_rotate_certificates(r):
+    """tern-pki --rotate renews every certificate; etcd takes its new one at
+    the next handshake, the operator its own when its pod restarts (tern-dev
+    writes Secret volumes at pod start), and every session's Secret gets the
+    new runner certificate at its next reconcile: a new session runs its
+    turn with all three."""
+    t = r.t
+    before = {n: secret_data(t, n)["tls.crt"] for n in
+              ("tern-journal-server", "tern-journal-operator", "tern-journal-runner")}
+    with open(os.path.join(ROOT, "deploy", "base", "pki.yaml")) as f:
+        job = [d for d in yaml.safe_load_all(f) if d and d["kind"] == "Job"][0]
+    job["metadata"]["name"] = "tern-pki-rotate"
+    job["spec"]["template"]["spec"]["containers"][0]["args"].append("--rotate")
+    t.kubectl("apply", "-n", SYS_NS, "-f", "-", input=json.dumps(job))
+    pki_job_done(t, "tern-pki-rotate")
+    after = {n: secret_data(t, n)["tls.crt"] for n in before}
+    for n in before:
+        eq(after[n] != before[n], True, "%s renewed" % n)
+    eq(secret_data(t, "tern-journal-operator")["root-password"],
+       open(os.path.join(r.pki_dir, "root-password")).read(), "passwords kept")
+    export_pki(t, r.pki_dir)  # etcd's new serving certificate, in place
+    old = r.pod["metadata"]["name"]
+    t.kubectl("delete", "pod", "-n", SYS_NS, old, "--timeout=60s")
+    r.pod = wait_for("a new operator pod Ready", lambda: (lambda p: p if pod_ready(p) and
+                     p["metadata"]["name"] != old else None)(operator_pod(t)), 60, interval=0.2)
+    runner = after["tern-journal-runner"]
+    wait_for("demo's journal Secret patched with the new runner certificate", lambda: secret_data(
+        t, "demo-journal", NS)["tls.crt"] == runner, 60, interval=0.3)
+    t.kubectl("apply", "-n", NS, "-f", "-", input=demo_manifest(t, "rotated"))
+    s = waiting(t, "rotated")
+    eq(phase(s), "WaitingForApproval", "a turn after the rotation")
 
 
 def step_suspend_and_delete(r):
@@ -323,7 +429,7 @@ def step_suspend_and_delete(r):
     t.kubectl("delete", "agentsession", "demo", "-n", NS, "--timeout=60s")
     for n, uid in uids.items():
         wait_for("journal of %s deleted" % n,
-                 lambda: ternlocal.journal_keys(t.etcd_url, uid) == [], 30)
+                 lambda: ternlocal.journal_keys(t.journal, uid) == [], 30)
         wait_for("children of %s deleted" % n, lambda: t.kubectl(
             "get", "pods,jobs,pvc,secrets,configmaps,networkpolicies", "-n", NS,
             "-l", "tern.dev/session-uid=" + uid, "-o", "name").strip() == "", 60, interval=0.2)
@@ -349,7 +455,8 @@ def step_no_denials(r):
     eq(bool([d for d in ours if d["user"] == RUNNER_USER]), True, "runner decisions logged")
     denied = [d for d in ours if not d["allowed"]]
     eq(denied, [], "denied requests in the good run")
-    other = sorted({d["user"] for d in ds} - {OPERATOR_USER, RUNNER_USER})
+    other = sorted({d["user"] for d in ds} - {OPERATOR_USER, RUNNER_USER, PKI_USER})
+    eq([d for d in ds if d["user"] == PKI_USER and not d["allowed"]], [], "tern-pki denied")
     # sandbox pods mount no token; nobody else should talk to the API
     eq(other, [], "other non-admin users")
 
@@ -359,6 +466,11 @@ def step_no_denials(r):
 # records the check): OwnerReferencesPermissionEnforcement authorizes the
 # finalizers update that an ownerReference with blockOwnerDeletion needs.
 ADMISSION_CHECKED = {("tern.dev", "agentsessions/finalizers", "update")}
+# Grants the in-cluster run on the real control plane cannot use: the
+# operator's access reviews come with requests to its aggregated API, which
+# kube-apiserver cannot route to a pod of tern-node (its EndpointSlices
+# refuse loopback pod addresses); tern-dev's run uses them.
+KUBE_UNROUTABLE = {("authorization.k8s.io", "subjectaccessreviews", "create")}
 # a grant used only on a path a good run may not take: the runner watches its
 # session only while the sandbox's address is not published yet (a runner
 # slower than its sandbox reads it with its first get)
@@ -371,6 +483,7 @@ def excess(r, user, manifest):
             if d["user"] == user and d["allowed"] and d["resource"]}
     if r.audit:
         used |= ADMISSION_CHECKED & set(granted)
+        used |= KUBE_UNROUTABLE & set(granted)
     unused = set(granted) - used - USED_WHEN_NEEDED
     print("    %s used:\n%s" % (user, fmt(used)), flush=True)
     if unused:
@@ -382,6 +495,10 @@ def excess(r, user, manifest):
 
 def step_excess_operator(r):
     excess(r, OPERATOR_USER, os.path.join(ROOT, "deploy", "base", "rbac.yaml"))
+
+
+def step_excess_pki(r):
+    excess(r, PKI_USER, os.path.join(ROOT, "deploy", "base", "pki.yaml"))
 
 
 def step_excess_runner(r):
@@ -492,7 +609,8 @@ def step_finalizers_rule_needed(r):
 def main():
     suite = Suite()
     with ternlocal.Local() as t:
-        t.start_etcd()
+        # the journal etcd starts in step_install, with the certificates the
+        # install's tern-pki Job makes
         authz_log = os.path.join(t.dir, "authz.jsonl")
         t.start_cluster(terndev_extra=("--authz-log", authz_log))
         if t.cluster == "kube":
@@ -506,11 +624,13 @@ def main():
             ("operator_uses_in_cluster_config", step_in_cluster_config, "install_with_apply_k"),
             ("demo_session_completes", step_demo_session, "install_with_apply_k"),
             ("fork_and_repeated_event", step_fork_and_events, "demo_session_completes"),
+            ("certificates_rotate", step_rotate_certificates, "fork_and_repeated_event"),
             ("suspend_and_delete", step_suspend_and_delete, "fork_and_repeated_event"),
             ("operator_pod_restart", step_shutdown_flush, "install_with_apply_k"),
             ("rbac_no_denials", step_no_denials, "operator_pod_restart"),
             ("rbac_no_excess_operator", step_excess_operator, "operator_pod_restart"),
             ("rbac_no_excess_runner", step_excess_runner, "operator_pod_restart"),
+            ("rbac_no_excess_pki", step_excess_pki, "operator_pod_restart"),
             ("rbac_missing_rule_fails_cleanly", step_missing_rule, "operator_pod_restart"),
             ("rbac_finalizers_rule_needed", step_finalizers_rule_needed, "operator_pod_restart"),
         ]:

@@ -186,21 +186,31 @@ def main():
            "the CRD helm renders")
 
     def external_etcd_with_tls():
+        # an etcd of your own: the journal is locked the same way (the
+        # operator's and the runners' certificates and the passwords from
+        # the Secrets the pki hook makes, or you make), nothing of etcd's
         objs = index(template("etcd.deploy=false",
-                              "etcd.external.endpoints=https://e0:2379\\,https://e1:2379",
-                              "etcd.external.tlsSecretName=journal-tls"))
-        eq([k for k in objs if k[0] in ("StatefulSet", "Service") and "etcd" in k[1]], [],
-           "no etcd objects")
+                              "etcd.external.endpoints=https://e0:2379\\,https://e1:2379"))
+        eq([k for k in objs if k[0] in ("StatefulSet", "Service", "NetworkPolicy") and
+            "etcd" in k[1]], [], "no etcd objects")
         pod = objs[("Deployment", "tern-operator")]["spec"]["template"]["spec"]
         c = pod["containers"][0]
         contains(c["args"], "--etcd-endpoints=https://e0:2379,https://e1:2379", "args")
         env = {e["name"]: e.get("value") for e in c["env"]}
-        eq(env.get("TERN_ETCD_CA_FILE"), "/var/run/tern/etcd-tls/ca.crt", "CA file env")
-        eq(env.get("TERN_ETCD_CERT_FILE"), "/var/run/tern/etcd-tls/tls.crt", "cert file env")
-        eq(c["volumeMounts"], [{"name": "etcd-tls", "mountPath": "/var/run/tern/etcd-tls",
-                                "readOnly": True}], "TLS mount")
-        eq(pod["volumes"], [{"name": "etcd-tls", "secret": {"secretName": "journal-tls"}}],
-           "TLS volume")
+        eq(env.get("TERN_ETCD_CA_FILE"), "/var/run/tern/journal-operator/ca.crt", "CA file env")
+        eq(env.get("TERN_ETCD_CERT_FILE"), "/var/run/tern/journal-operator/tls.crt",
+           "cert file env")
+        eq(env.get("TERN_ETCD_ROOT_PASSWORD_FILE"),
+           "/var/run/tern/journal-operator/root-password", "the journal is locked")
+        eq(env.get("TERN_ETCD_RUNNER_CERT_FILE"), "/var/run/tern/journal-runner/tls.crt",
+           "the runners' certificate")
+        vols = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+        eq(vols.get("journal-operator"), "tern-journal-operator", "operator Secret")
+        eq(vols.get("journal-runner"), "tern-journal-runner", "runner Secret")
+        eq(("Job", "tern-pki") in objs, True, "the pki hook makes them")
+        objs = index(template("etcd.deploy=false", "etcd.external.endpoints=https://e0:2379",
+                              "pki.create=false"))
+        eq(("Job", "tern-pki") in objs, False, "pki.create=false: Secrets of your own")
         rc, out, err = helm("template", RELEASE, CHART, "--set", "etcd.deploy=false", check=False)
         eq(rc != 0, True, "etcd.deploy=false without endpoints fails")
         contains(err, "etcd.external.endpoints is required when etcd.deploy is false", "message")
@@ -212,6 +222,8 @@ def main():
         c = objs[("Deployment", "tern-operator")]["spec"]["template"]["spec"]["containers"][0]
         contains(c["args"], "--metrics-addr=$(POD_IP):8080", "metrics on the pod IP")
         contains(c["args"], "--health-addr=$(POD_IP):8081", "health on the pod IP")
+        contains(c["args"], "--api-addr=$(POD_IP):8443",
+                 "the aggregated API on the pod IP (a rolling update's two pods on one node)")
         eq([e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"] if e["name"] == "POD_IP"],
            ["status.podIP"], "POD_IP from status.podIP")
         objs = index(template("approvals.approverGroup=leads"))

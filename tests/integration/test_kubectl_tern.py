@@ -1,10 +1,10 @@
 """kubectl-tern against tern-dev, through the real kubectl's plugin mechanism
 (kubectl finds kubectl-tern on PATH): approve/deny/say/fork/suspend/resume
 change exactly the annotations and spec fields the operator reads; get shows
-the status; logs prints the journal from etcd. No operator runs here, so
-every effect is checked on the stored object."""
+the status. No operator runs here, so every effect is checked on the stored
+object; logs, ls and cp, which read through the operator's aggregated API,
+are tested in test_stream_api.py (here: their error without it)."""
 # runs on: terndev kube
-import base64
 import json
 import os
 import subprocess
@@ -164,27 +164,19 @@ def main():
             contains(r.stderr, "agentsession nope not found", "message")
             r = tern(t, "frobnicate", "s1", check=False)
             contains(r.stderr, "unknown command", "message")
-            r = tern(t, "logs", "s1", check=False)
-            contains(r.stderr, "--etcd-endpoints", "logs without etcd")
+            # no etcd flag any more: logs reads through the API server
+            r = tern(t, "logs", "s1", "--etcd-endpoints", "http://127.0.0.1:1", check=False)
+            contains(r.stderr, "unknown flag --etcd-endpoints", "no etcd flag")
 
-        def logs_prints_the_journal():
-            uid = t.session("s1")["metadata"]["uid"]
-            evs = [{"v": 1, "seq": 1, "type": "user_message", "time": "2026-11-30T00:00:00.000000000Z",
-                    "turn": 0, "data": {"text": "test the plugin"}},
-                   {"v": 1, "seq": 2, "type": "approval_requested",
-                    "time": "2026-11-30T00:00:01.000000000Z", "turn": 1,
-                    "data": {"id": "ap-1", "tool": "exec_command", "summary": "git push origin fix"}}]
-            import urllib.request
-            for e in evs:
-                key = "/tern/v1/s/%s/ev/%016x" % (uid, e["seq"])
-                body = json.dumps({"key": base64.b64encode(key.encode()).decode(),
-                                   "value": base64.b64encode(json.dumps(e).encode()).decode()})
-                urllib.request.urlopen(urllib.request.Request(
-                    t.etcd_url + "/v3/kv/put", data=body.encode(),
-                    headers={"Content-Type": "application/json"}), timeout=10).read()
-            r = tern(t, "logs", "s1", "--etcd-endpoints", t.etcd_url)
-            contains(r.stdout, "user: test the plugin", "first event")
-            contains(r.stdout, "approval requested ap-1: git push origin fix", "second event")
+        def logs_without_the_api_says_so():
+            # the stream.tern.dev API is not installed (no operator here):
+            # a message that says what is missing, not a bare 404
+            r = tern(t, "logs", "s1", check=False)
+            eq(r.returncode, 1, "exit code")
+            contains(r.stderr, "stream.tern.dev", "names the API")
+            r = tern(t, "cp", "s1:output/report.md", t.dir, check=False)
+            eq(r.returncode, 1, "cp exit code")
+            contains(r.stderr, "stream.tern.dev", "cp names the API")
 
         for name, fn in [("approve_defaults_to_pending", approve_defaults_to_pending),
                          ("deny_with_reason", deny_with_reason),
@@ -194,7 +186,7 @@ def main():
                          ("suspend_resume", suspend_resume),
                          ("get_shows_status", get_shows_status),
                          ("errors_are_clear", errors_are_clear),
-                         ("logs_prints_the_journal", logs_prints_the_journal),
+                         ("logs_without_the_api_says_so", logs_without_the_api_says_so),
                          ("say_refused_at_a_limit_and_retry", say_refused_at_a_limit_and_retry)]:
             suite.run(name, fn)
     suite.finish()

@@ -1101,3 +1101,198 @@ TEST_T(runs_under_bubblewrap_as_a_pod_would, 60)
     free(tokdir);
     free(bin);
 }
+
+/* ================================================================ live output */
+
+struct follow {
+    struct sbd *s;
+    const char *key;
+    struct buf lines;
+    int64_t first_line_ms; /* when the first output line arrived */
+    int rc;
+};
+
+static int on_follow_line(void *ctx, const char *line, size_t len)
+{
+    struct follow *f = ctx;
+    if (len && !strstr(line, "heartbeat")) {
+        if (!f->first_line_ms && strstr(line, "\"data\""))
+            f->first_line_ms = mono_ms();
+        buf_append(&f->lines, line, len);
+        buf_putc(&f->lines, '\n');
+    }
+    return 0;
+}
+
+/* Follows GET /v1/executions/live?key=...&follow=true until the stream ends. */
+static void *follow_main(void *arg)
+{
+    struct follow *f = arg;
+    struct httpc *c = httpc_new();
+    char *url = xasprintf("%s/v1/executions/live?key=%s&follow=true", f->s->base, f->key);
+    const char *hdrs[] = {"Authorization: Bearer " TOKEN, NULL};
+    struct httpc_request rq = {.url = url, .headers = hdrs, .on_line = on_follow_line, .ctx = f};
+    struct httpc_response resp = {0};
+    for (int64_t until = mono_ms() + 10000; mono_ms() < until;) {
+        httpc_response_done(&resp);
+        memset(&resp, 0, sizeof resp);
+        f->rc = httpc_do(c, &rq, &resp, NULL);
+        if (f->rc || resp.status != 404)
+            break;
+        poll(NULL, 0, 20); /* the exec has not registered yet */
+    }
+    if (!f->rc && resp.status != 200)
+        f->rc = -(int)resp.status;
+    httpc_response_done(&resp);
+    free(url);
+    httpc_free(c);
+    return NULL;
+}
+
+/* A command's output can be followed while it runs: the first line arrives
+ * long before the command ends, and the stream ends with its exit code. */
+TEST_T(live_output_while_the_command_runs, 30)
+{
+    struct sbd s = {0};
+    sbd_start(&s, make_workspace(), NULL);
+    struct follow f = {.s = &s, .key = "uid-1/call-live"};
+    buf_init(&f.lines, 1u << 20);
+    pthread_t ft;
+    pthread_create(&ft, NULL, follow_main, &f);
+    struct bg b = {.s = &s,
+                   .body = "{\"cmd\":\"echo first; sleep 1.5; echo second >&2; sleep 0.5; "
+                           "echo third; exit 3\"}",
+                   .key = "uid-1/call-live"};
+    int64_t t0 = mono_ms();
+    pthread_t th;
+    pthread_create(&th, NULL, bg_exec, &b);
+    pthread_join(th, NULL);
+    int64_t exec_ms = mono_ms() - t0;
+    pthread_join(ft, NULL);
+    ASSERT_OK(b.rc);
+    ASSERT_EQ_INT(b.r.status, 200);
+    ASSERT_OK(f.rc);
+    ASSERT_TRUE(exec_ms >= 1900);
+    ASSERT_TRUE(f.first_line_ms > 0);
+    /* "first" was seen while the command still had well over a second to go */
+    ASSERT_CMP_INT(f.first_line_ms - t0, <, exec_ms - 1000);
+    const char *t = buf_str(&f.lines);
+    ASSERT_CONTAINS(t, "{\"stream\":\"stdout\",\"offset\":0,\"data\":\"first\\n\"}");
+    ASSERT_CONTAINS(t, "{\"stream\":\"stderr\",\"offset\":0,\"data\":\"second\\n\"}");
+    ASSERT_CONTAINS(t, "\"data\":\"third\\n\"");
+    ASSERT_CONTAINS(t, "\"done\":true");
+    ASSERT_CONTAINS(t, "\"exitCode\":3");
+    ASSERT_CONTAINS(t, "\"stdoutBytes\":12");
+    /* after the end: the whole output again without follow, while it is kept */
+    struct reply r;
+    ASSERT_EQ_INT(req(&s, "GET", "/v1/executions/live?key=uid-1/call-live", NULL, &r), 200);
+    ASSERT_CONTAINS(r.body, "\"done\":true");
+    reply_done(&r);
+    ASSERT_EQ_INT(req(&s, "GET", "/v1/executions/live?key=uid-1/other", NULL, &r), 404);
+    ASSERT_EQ_STR(ecode(&r), "not_found");
+    reply_done(&r);
+    ASSERT_EQ_INT(req(&s, "GET", "/v1/executions/live", NULL, &r), 400);
+    reply_done(&r);
+    reply_done(&b.r);
+    buf_done(&f.lines);
+    sbd_kill(&s, SIGTERM);
+}
+
+/* More output than the ring keeps: the reader is told how much it missed,
+ * and resuming from an offset continues exactly there. */
+TEST_T(live_output_skips_are_explicit_and_offsets_resume, 30)
+{
+    struct sbd s = {0};
+    sbd_start(&s, make_workspace(), NULL);
+    struct reply r;
+    /* 600000 bytes of 'x' lines; the ring keeps the last 256 KiB */
+    ASSERT_EQ_INT(keyed(&s, "POST", "/v1/exec",
+                        "{\"cmd\":\"head -c 600000 /dev/zero | tr '\\\\0' x\"}", "uid-2/big", &r),
+                  200);
+    reply_done(&r);
+    ASSERT_EQ_INT(req(&s, "GET", "/v1/executions/live?key=uid-2/big", NULL, &r), 200);
+    char want[64];
+    snprintf(want, sizeof want, "{\"stream\":\"stdout\",\"skipped\":%u}", 600000u - (256u << 10));
+    ASSERT_CONTAINS(r.body, want);
+    ASSERT_CONTAINS(r.body, "\"stdoutBytes\":600000");
+    reply_done(&r);
+    ASSERT_EQ_INT(req(&s, "GET", "/v1/executions/live?key=uid-2/big&stdoutOffset=599990", NULL, &r),
+                  200);
+    ASSERT_CONTAINS(r.body, "{\"stream\":\"stdout\",\"offset\":599990,\"data\":\"xxxxxxxxxx\"}");
+    ASSERT_FALSE(strstr(r.body, "skipped"));
+    reply_done(&r);
+    sbd_kill(&s, SIGTERM);
+}
+
+/* A multibyte character cut between two reads is not mangled. */
+TEST_T(live_output_keeps_utf8_whole, 30)
+{
+    struct sbd s = {0};
+    sbd_start(&s, make_workspace(), NULL);
+    struct follow f = {.s = &s, .key = "uid-3/u"};
+    buf_init(&f.lines, 1u << 20);
+    pthread_t ft;
+    pthread_create(&ft, NULL, follow_main, &f);
+    /* the two bytes of "é" in two writes, half a second apart */
+    struct bg b = {.s = &s, .body = "{\"cmd\":\"printf '\\\\303'; sleep 0.5; printf '\\\\251!'\"}",
+                   .key = "uid-3/u"};
+    pthread_t th;
+    pthread_create(&th, NULL, bg_exec, &b);
+    pthread_join(th, NULL);
+    pthread_join(ft, NULL);
+    ASSERT_OK(b.rc);
+    ASSERT_CONTAINS(buf_str(&f.lines), "\"data\":\"\xc3\xa9!\"");
+    ASSERT_FALSE(strstr(buf_str(&f.lines), "\xef\xbf\xbd"));
+    reply_done(&b.r);
+    buf_done(&f.lines);
+    sbd_kill(&s, SIGTERM);
+}
+
+/* --read-only (the file viewer of a parked session): reads work, nothing
+ * changes; --idle-exit ends it once nobody asks. */
+TEST_T(read_only_viewer_serves_reads_and_exits_when_idle, 30)
+{
+    struct sbd s = {0};
+    char *ws = make_workspace();
+    char *mk = xasprintf("mkdir -p %s/output && echo report > %s/output/report.md", ws, ws);
+    run(mk);
+    free(mk);
+    const char *extra[] = {"--read-only", "--idle-exit", "2", NULL};
+    sbd_start(&s, ws, extra);
+    struct reply r;
+    ASSERT_EQ_INT(req(&s, "GET", "/v1/files/output/report.md", NULL, &r), 200);
+    ASSERT_EQ_STR(r.body, "report\n");
+    reply_done(&r);
+    ASSERT_EQ_INT(req(&s, "GET", "/v1/list/output?depth=1", NULL, &r), 200);
+    ASSERT_CONTAINS(r.body, "output/report.md");
+    reply_done(&r);
+    ASSERT_EQ_INT(req(&s, "POST", "/v1/exec", "{\"cmd\":\"touch working/x\"}", &r), 403);
+    ASSERT_EQ_STR(ecode(&r), "read_only");
+    reply_done(&r);
+    ASSERT_EQ_INT(req(&s, "PUT", "/v1/files/working/x", "data", &r), 403);
+    reply_done(&r);
+    ASSERT_EQ_INT(req(&s, "DELETE", "/v1/files/output/report.md", NULL, &r), 403);
+    reply_done(&r);
+    ASSERT_EQ_INT(req(&s, "POST", "/v1/restore", "", &r), 403);
+    reply_done(&r);
+    /* idle for 2 s: it exits 0 by itself */
+    int st = 0;
+    int64_t deadline = mono_ms() + 10000;
+    pid_t w = 0;
+    while ((w = waitpid(s.pid, &st, WNOHANG)) == 0 && mono_ms() < deadline)
+        poll(NULL, 0, 50);
+    ASSERT_EQ_INT(w, s.pid);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    s.pid = 0;
+    char *f = xasprintf("%s/output/report.md", ws);
+    ASSERT_EQ_INT(access(f, F_OK), 0);
+    free(f);
+    /* it wrote nothing at all: no state directory, no writable roots */
+    f = xasprintf("%s/.tern", ws);
+    ASSERT_TRUE(access(f, F_OK) != 0);
+    free(f);
+    f = xasprintf("%s/working", ws);
+    ASSERT_TRUE(access(f, F_OK) != 0);
+    free(f);
+    sbd_kill(&s, SIGTERM);
+}

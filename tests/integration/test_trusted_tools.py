@@ -103,7 +103,7 @@ class Env:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                "TERN_NAMESPACE": "team-a", "TERN_SESSION": "s-" + s["uid"],
                "TERN_SESSION_UID": s["uid"], "TERN_TURN": "1",
-               "TERN_ETCD_ENDPOINTS": self.t.etcd_url,
+               **self.t.journal_env(),
                "TERN_SANDBOX_TOKEN_FILE": self.token_file,
                "TERN_SESSION_SPEC_FILE": s["spec"], "TERN_SANDBOX_ADDR": self.sandbox,
                "OPENAI_BASE_URL": self.model, "OPENAI_API_KEY": "sk-test",
@@ -122,7 +122,7 @@ class Env:
             log.close()
 
     def events(self, s):
-        return ternlocal.journal_events(self.t.etcd_url, s["uid"])
+        return ternlocal.journal_events(self.t.journal, s["uid"])
 
 
 def executed(s, tool=None):

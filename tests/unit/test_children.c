@@ -208,6 +208,16 @@ TEST(network_policy_allows_runner_in_and_allowlist_out)
     ASSERT_EQ_STR(json_get(from, "tern.dev/role")->valuestring, "runner");
     ASSERT_EQ_STR(json_get(from, "tern.dev/session-uid")->valuestring, "0d8f-uid");
     ASSERT_EQ_INT(i_at(np, "spec.ingress[0].ports[0].port"), SANDBOX_PORT);
+    /* the operator's pods, for the aggregated API */
+    ASSERT_EQ_STR(json_get(at(np, "spec.ingress[0].from[2].podSelector.matchLabels"),
+                           "app.kubernetes.io/component")
+                      ->valuestring,
+                  "operator");
+    /* the sandbox and the read-only viewer are behind it */
+    ASSERT_EQ_STR(json_get(at(np, "spec.podSelector.matchLabels"), "tern.dev/session-uid")
+                      ->valuestring,
+                  "0d8f-uid");
+    ASSERT_EQ_STR(s_at(np, "spec.podSelector.matchExpressions[0].values[1]"), "viewer");
     ASSERT_EQ_STR(s_at(np, "spec.egress[0].to[0].ipBlock.cidr"), "10.20.0.0/16");
     cJSON_Delete(np);
     session_spec_free(s);
@@ -216,6 +226,71 @@ TEST(network_policy_allows_runner_in_and_allowlist_out)
     ASSERT_EQ_INT(cJSON_GetArraySize(at(np, "spec.egress")), 0); /* no egress at all */
     ASSERT_EQ_STR(s_at(np, "spec.policyTypes[1]"), "Egress");
     cJSON_Delete(np);
+    session_spec_free(s);
+}
+
+TEST(locked_journal_turn_job_mounts_the_session_secret)
+{
+    struct session_spec *s = load("examples/approvals-and-limits.yaml");
+    struct children_config locked = cfg;
+    locked.journal_locked = true;
+    cJSON *job = children_turn_job(s, &locked, 2, NULL);
+    const cJSON *pod = at(job, "spec.template.spec");
+    const cJSON *e, *v;
+    bool user = false, pw = false, vol = false;
+    cJSON_ArrayForEach(e, at(pod, "containers[0].env"))
+    {
+        if (strcmp(s_at(e, "name"), "TERN_ETCD_USERNAME") == 0) {
+            ASSERT_EQ_STR(s_at(e, "value"), "tern-s-0d8f-uid");
+            user = true;
+        }
+        if (strcmp(s_at(e, "name"), "TERN_ETCD_PASSWORD_FILE") == 0) {
+            ASSERT_EQ_STR(s_at(e, "value"), CHILDREN_JOURNAL_DIR "/password");
+            pw = true;
+        }
+    }
+    cJSON_ArrayForEach(v, json_get(pod, "volumes"))
+    {
+        if (strcmp(s_at(v, "name"), "journal") == 0) {
+            ASSERT_EQ_STR(s_at(v, "secret.secretName"), "fix-flaky-test-journal");
+            vol = true;
+        }
+    }
+    ASSERT_TRUE(user && pw && vol);
+    cJSON_Delete(job);
+    /* unlocked: no journal Secret at all */
+    job = children_turn_job(s, &cfg, 2, NULL);
+    cJSON_ArrayForEach(v, at(job, "spec.template.spec.volumes"))
+    {
+        ASSERT_TRUE(strcmp(s_at(v, "name"), "journal") != 0);
+    }
+    cJSON_Delete(job);
+    session_spec_free(s);
+}
+
+TEST(viewer_job_reads_the_workspace_read_only)
+{
+    struct session_spec *s = load("examples/approvals-and-limits.yaml");
+    cJSON *job = children_viewer_job(s, &cfg);
+    ASSERT_EQ_STR(s_at(job, "metadata.generateName"), "fix-flaky-test-files-");
+    ASSERT_NULL(json_get(json_get(job, "metadata"), "name"));
+    ASSERT_EQ_STR(json_get(at(job, "spec.template.metadata.labels"), "tern.dev/role")->valuestring,
+                  "viewer");
+    const cJSON *pod = at(job, "spec.template.spec");
+    ASSERT_TRUE(cJSON_IsFalse(json_get(pod, "automountServiceAccountToken")));
+    ASSERT_EQ_STR(s_at(pod, "containers[0].args[0]"), "--read-only");
+    const cJSON *v;
+    bool ws = false;
+    cJSON_ArrayForEach(v, json_get(pod, "volumes"))
+    {
+        if (strcmp(s_at(v, "name"), "workspace") == 0) {
+            ASSERT_TRUE(cJSON_IsTrue(at(v, "persistentVolumeClaim.readOnly")));
+            ws = true;
+        }
+    }
+    ASSERT_TRUE(ws);
+    ASSERT_TRUE(cJSON_IsTrue(at(pod, "containers[0].volumeMounts[0].readOnly")));
+    cJSON_Delete(job);
     session_spec_free(s);
 }
 

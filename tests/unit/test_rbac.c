@@ -226,6 +226,7 @@ TEST(verbs_of_http_requests)
     ASSERT_EQ_STR(rbac_verb("GET", true, false), "get");
     ASSERT_EQ_STR(rbac_verb("GET", false, false), "list");
     ASSERT_EQ_STR(rbac_verb("GET", false, true), "watch");
+    ASSERT_EQ_STR(rbac_verb("GET", true, true), "get"); /* as kube-apiserver: named = get */
     ASSERT_EQ_STR(rbac_verb("POST", false, false), "create");
     ASSERT_EQ_STR(rbac_verb("PUT", true, false), "update");
     ASSERT_EQ_STR(rbac_verb("PATCH", true, false), "patch");

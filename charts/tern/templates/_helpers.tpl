@@ -13,7 +13,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "tern.serviceAccount" -}}tern-operator{{- end -}}
 {{- define "tern.etcdEndpoints" -}}
 {{- if .Values.etcd.deploy -}}
-http://{{ include "tern.fullname" . }}-etcd.{{ .Release.Namespace }}.svc:2379
+https://{{ include "tern.fullname" . }}-etcd.{{ .Release.Namespace }}.svc:2379
 {{- else -}}
 {{ required "etcd.external.endpoints is required when etcd.deploy is false" .Values.etcd.external.endpoints }}
 {{- end -}}

@@ -7,8 +7,13 @@
  *   kubectl tern fork SESSION NEW-NAME
  *   kubectl tern suspend SESSION | resume SESSION
  *   kubectl tern get SESSION
- *   kubectl tern logs [-f] SESSION        (reads the journal; --etcd-endpoints)
- * with -n/--namespace, --context, --kubeconfig as kubectl has them.
+ *   kubectl tern logs [-f] [-o json] SESSION
+ *   kubectl tern ls SESSION [PATH] [--depth N]
+ *   kubectl tern cp SESSION:PATH DEST
+ * with -n/--namespace, --context, --kubeconfig, --as, --as-group as kubectl
+ * has them. logs, ls and cp read the session through the aggregated API
+ * stream.tern.dev (docs/stream-api.md): the API server authenticates and
+ * authorizes them; nobody needs the journal's etcd or the sandbox.
  *
  * Every intent goes through the resource (annotations or spec), never to
  * the operator or the journal directly: the operator stays the one writer
@@ -16,7 +21,8 @@
  * ValidatingAdmissionPolicy) decides who may approve. */
 #include "base/buf.h"
 #include "base/mem.h"
-#include "journal/journal.h"
+#include "base/num.h"
+#include "http/httpc.h"
 #include "json/json.h"
 #include "kube/kclient.h"
 #include "kube/kubeconfig.h"
@@ -28,7 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static const struct kgvr sessions = {"tern.dev", "v1alpha1", "agentsessions"};
 
@@ -36,7 +44,10 @@ struct cli {
     const char *cmd;
     const char *args[3];
     int nargs;
-    const char *ns, *context, *kubeconfig, *reason, *as_user, *etcd;
+    const char *ns, *context, *kubeconfig, *reason, *as_user, *output, *as;
+    const char *as_groups[TERN_KUBE_MAX_IMPERSONATE];
+    int nas_groups;
+    int64_t depth;
     bool follow;
     struct kubeconfig *kc;
     struct kclient *cl;
@@ -56,7 +67,12 @@ static const char usage_text[] =
     "  suspend SESSION         remove the sandbox pod, keep workspace and journal\n"
     "  resume SESSION          undo suspend\n"
     "  get SESSION             a rich view: phase, turn, usage, approval, sandbox, conditions\n"
-    "  logs [-f] SESSION       the journal as readable events; -f follows new ones\n"
+    "  logs [-f] SESSION       what the agent did: every event, tool output in full; -f follows\n"
+    "                          new ones and a running command's output as it is produced,\n"
+    "                          and ends when the session has finished\n"
+    "  ls SESSION [PATH]       the session's workspace (--depth N, default 1)\n"
+    "  cp SESSION:PATH DEST    copy a file of the workspace (an artifact: output/...) to DEST,\n"
+    "                          also while the session's sandbox is parked\n"
     "\n"
     "Flags:\n"
     "  -n, --namespace NS      the session's namespace (default: the context's)\n"
@@ -65,8 +81,8 @@ static const char usage_text[] =
     "      --reason TEXT       approve/deny: why (tern.dev/reason)\n"
     "      --as-user NAME      approve/deny: tern.dev/decided-by (default: who the API\n"
     "                          server says you are, if it can say)\n"
-    "      --etcd-endpoints U  logs: the journal's etcd (env TERN_ETCD_ENDPOINTS); on a\n"
-    "                          cluster, port-forward the chart's etcd Service first\n";
+    "  -o, --output json       logs: one JSON object per line (the events as stored)\n"
+    "      --as USER           act as USER (impersonation), --as-group GROUP likewise\n";
 
 static int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int die(const char *fmt, ...)
@@ -82,7 +98,7 @@ static int die(const char *fmt, ...)
 
 static int parse(int argc, char **argv, struct cli *c)
 {
-    c->etcd = getenv("TERN_ETCD_ENDPOINTS");
+    c->depth = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
 #define VAL(name)                                                                                  \
@@ -104,8 +120,19 @@ static int parse(int argc, char **argv, struct cli *c)
             c->reason = v;
         } else if ((v = VAL("--as-user"))) {
             c->as_user = v;
-        } else if ((v = VAL("--etcd-endpoints"))) {
-            c->etcd = v;
+        } else if ((v = VAL("-o")) || (v = VAL("--output"))) {
+            if (strcmp(v, "json") != 0)
+                return die("--output: only json is supported");
+            c->output = v;
+        } else if ((v = VAL("--as"))) {
+            c->as = v;
+        } else if ((v = VAL("--as-group"))) {
+            if (c->nas_groups + 1 >= TERN_KUBE_MAX_IMPERSONATE)
+                return die("too many --as-group");
+            c->as_groups[c->nas_groups++] = v;
+        } else if ((v = VAL("--depth"))) {
+            if (num_parse_range(v, 0, 32, &c->depth))
+                return die("--depth: a number from 0 to 32");
         } else if (a[0] == '-' && a[1]) {
             return die("unknown flag %s (see kubectl tern --help)", a);
         } else if (!c->cmd) {
@@ -126,7 +153,8 @@ static int parse(int argc, char **argv, struct cli *c)
 
 static int connect_api(struct cli *c)
 {
-    struct kubeconfig_overrides ov = {.context = c->context, .namespace = c->ns};
+    struct kubeconfig_overrides ov = {.context = c->context, .namespace = c->ns, .as = c->as,
+                                      .as_groups = c->nas_groups ? c->as_groups : NULL};
     struct tern_err err = {0};
     int r = c->kubeconfig ? kubeconfig_load_file(c->kubeconfig, &ov, &c->kc, &err)
                           : kubeconfig_load_default(&ov, &c->kc, &err);
@@ -502,77 +530,259 @@ static const char *str_or(const cJSON *d, const char *k)
     return v ? v : "";
 }
 
-/* One journal event as a readable line. */
-static int print_event(void *ctx, const struct journal_event *ev)
+/* ---- the aggregated API (stream.tern.dev) ---------------------------------- */
+
+/* .../namespaces/NS/sessions/NAME/sub (escaped), newly allocated. */
+static char *api_path(struct cli *c, const char *name, const char *sub)
 {
-    (void)ctx;
-    const cJSON *d = ev->data;
-    struct buf b;
-    buf_init(&b, 4096);
+    char *ens = httpc_escape(c->ns), *en = httpc_escape(name);
+    char *p = xasprintf("/apis/stream.tern.dev/v1alpha1/namespaces/%s/sessions/%s/%s", ens, en,
+                        sub);
+    free(ens);
+    free(en);
+    return p;
+}
+
+/* The message of a Status body (or the text), for errors. */
+static void status_message(long status, const char *body, size_t len, char *out, size_t outsz)
+{
+    cJSON *j = NULL;
+    const char *msg = json_parse(body ? body : "", len, &j, NULL) == 0 ? str_at(j, "message", NULL)
+                                                                       : NULL;
+    /* the API server's own answer when nothing serves the group */
+    bool missing = status == 503 || (status == 404 && (!msg || strcmp(msg, "the server could not "
+                                                                        "find the requested "
+                                                                        "resource") == 0));
+    if (msg && !missing)
+        snprintf(out, outsz, "%s", msg);
+    else if (missing)
+        snprintf(out, outsz, "%s (HTTP %ld): is the aggregated API stream.tern.dev installed and "
+                             "its operator running? (kubectl get apiservice "
+                             "v1alpha1.stream.tern.dev)",
+                 msg ? msg : "no answer", status);
+    else
+        snprintf(out, outsz, "HTTP %ld%s%.300s", status, len ? ": " : "", body ? body : "");
+    cJSON_Delete(j);
+}
+
+/* Prints text with every line after the first indented (nothing is cut). */
+static void print_block(const char *text, const char *indent)
+{
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        printf("%s%.*s\n", indent, (int)n, p);
+        p += n + (nl ? 1 : 0);
+    }
+}
+
+#define INDENT "                                    "
+
+/* One journal event as readable lines: a head line, and any multi-line
+ * text (a tool's output, a model's answer) below it in full. */
+static void print_event_json(const cJSON *ev, bool live_shown)
+{
+    const cJSON *d = json_get(ev, "data");
+    const char *type = str_or(ev, "type");
+    int64_t seq = 0, turn = 0;
+    json_get_int64(ev, "", "seq", JSON_OPTIONAL, &seq, NULL);
+    json_get_int64(ev, "", "turn", JSON_OPTIONAL, &turn, NULL);
+    struct buf head;
+    buf_init(&head, 1u << 20);
+    const char *body = NULL;
+    char *owned = NULL;
 #define S(k) str_or(d, k)
-    switch (ev->type) {
-    case JOURNAL_EV_USER_MESSAGE: buf_printf(&b, "user: %s", S("text")); break;
-    case JOURNAL_EV_MODEL_RESPONSE: {
-        buf_printf(&b, "model: %s", S("content"));
+    if (strcmp(type, "user_message") == 0) {
+        buf_printf(&head, "user:");
+        body = S("text");
+    } else if (strcmp(type, "model_response") == 0) {
+        buf_printf(&head, "model%s%s%s:", *S("kind") && strcmp(S("kind"), "ok") ? " (" : "",
+                   *S("kind") && strcmp(S("kind"), "ok") ? S("kind") : "",
+                   *S("kind") && strcmp(S("kind"), "ok") ? ")" : "");
         const cJSON *tc;
         cJSON_ArrayForEach(tc, json_get(d, "toolCalls"))
         {
-            buf_printf(&b, " [%s %s]", str_or(tc, "name"), str_or(tc, "arguments"));
+            buf_printf(&head, " [%s %s]", str_or(tc, "name"), str_or(tc, "arguments"));
         }
         if (*S("refusal"))
-            buf_printf(&b, " (refusal: %s)", S("refusal"));
-        break;
-    }
-    case JOURNAL_EV_TOOL_CALL:
-        buf_printf(&b, "tool call %s %s %s", S("callId"), S("tool"), S("arguments"));
-        break;
-    case JOURNAL_EV_TOOL_RESULT:
-        buf_printf(&b, "tool result %s %s: %s%s", S("callId"), S("tool"), S("status"),
+            buf_printf(&head, " (refusal: %s)", S("refusal"));
+        body = S("content");
+    } else if (strcmp(type, "tool_call") == 0) {
+        buf_printf(&head, "tool call %s %s %s", S("callId"), S("tool"), S("arguments"));
+    } else if (strcmp(type, "tool_result") == 0) {
+        buf_printf(&head, "tool result %s %s: %s%s", S("callId"), S("tool"), S("status"),
                    cJSON_IsTrue(json_get(d, "replayed")) ? " (replayed)" : "");
         if (*S("commit")) /* publish_branch */
-            buf_printf(&b, " (%s %s to %s as %s)",
+            buf_printf(&head, " (%s %s to %s as %s)",
                        cJSON_IsFalse(json_get(d, "pushed")) ? "found" : "pushed", S("commit"),
                        S("remote"), S("ref"));
         if (*S("server")) /* an MCP tool */
-            buf_printf(&b, " (MCP server %s)", S("server"));
+            buf_printf(&head, " (MCP server %s)", S("server"));
         if (cJSON_IsTrue(json_get(d, "redacted")))
-            buf_puts(&b, " (credentials redacted)");
-        break;
-    case JOURNAL_EV_APPROVAL_REQUESTED:
-        buf_printf(&b, "approval requested %s: %s", S("id"), S("summary"));
-        break;
-    case JOURNAL_EV_APPROVAL_DECIDED:
-        buf_printf(&b, "approval %s %s by %s", S("id"), S("decision"), S("decidedBy"));
-        break;
-    case JOURNAL_EV_TURN_FINISHED:
-        buf_printf(&b, "turn finished: %s %s%s", S("outcome"), S("reason"), S("summary"));
-        break;
-    case JOURNAL_EV_SNAPSHOT: {
+            buf_puts(&head, " (credentials redacted)");
+        body = S("output");
+        if (live_shown && strcmp(S("tool"), "exec_command") == 0)
+            buf_puts(&head, " (its output was shown above as it ran; as recorded:)");
+    } else if (strcmp(type, "approval_requested") == 0) {
+        buf_printf(&head, "approval requested %s: %s", S("id"), S("summary"));
+    } else if (strcmp(type, "approval_decided") == 0) {
+        buf_printf(&head, "approval %s %s by %s", S("id"), S("decision"),
+                   *S("decidedBy") ? S("decidedBy") : "(unknown)");
+        if (*S("reason"))
+            buf_printf(&head, ": %s", S("reason"));
+    } else if (strcmp(type, "turn_finished") == 0) {
+        buf_printf(&head, "turn finished: %s%s%s", S("outcome"), *S("reason") ? " " : "",
+                   S("reason"));
+        /* the answer below, then its files */
+        struct buf ans;
+        buf_init(&ans, 1u << 20);
+        buf_puts(&ans, S("summary"));
+        const cJSON *a;
+        cJSON_ArrayForEach(a, json_get(d, "artifacts"))
+        {
+            if (cJSON_IsString(a))
+                buf_printf(&ans, "%s%s", a == json_get(d, "artifacts")->child ? "\nartifacts: "
+                                                                               : ", ",
+                           a->valuestring);
+        }
+        owned = buf_steal(&ans);
+        body = owned;
+    } else if (strcmp(type, "snapshot") == 0) {
         int64_t upto = 0;
         json_item_int64(json_get(d, "upto"), &upto);
-        buf_printf(&b, "snapshot of the session up to seq %lld", (long long)upto);
-        break;
-    }
-    default: {
-        char *txt = json_print(d);
-        buf_printf(&b, "%s %.200s", ev->type_name ? ev->type_name : "?", txt);
-        free(txt);
-    }
+        buf_printf(&head, "snapshot of the session up to seq %lld (the events before it were "
+                   "compacted)", (long long)upto);
+    } else if (strcmp(type, "error") == 0) {
+        buf_printf(&head, "error (%s):", S("phase"));
+        body = S("message");
+    } else {
+        char *j = json_print(d);
+        buf_printf(&head, "%s %s", type, j);
+        free(j);
     }
 #undef S
-    if (b.len > 300) {
-        b.len = 300;
-        b.data[300] = '\0';
-        buf_puts(&b, "...");
-    }
-    for (char *p = b.data; p && *p; p++)
+    for (char *p = head.data; p && *p; p++)
         if (*p == '\n')
             *p = ' ';
-    printf("%6llu  t%-3lld %.19s  %s\n", (unsigned long long)ev->seq, (long long)ev->turn,
-           ev->time ? ev->time : "", buf_str(&b));
+    const char *t = str_or(ev, "time");
+    printf("%6lld  t%-3lld %.19s  %s", (long long)seq, (long long)turn, t, buf_str(&head));
+    if (body && *body && !strchr(body, '\n') && head.len + strlen(body) < 200) {
+        printf(" %s\n", body);
+    } else {
+        printf("\n");
+        if (body && *body)
+            print_block(body, INDENT);
+    }
     fflush(stdout);
-    buf_done(&b);
-    return 0;
+    free(owned);
+    buf_done(&head);
+}
+
+/* The log stream, line by line. */
+struct logs {
+    struct cli *c;
+    struct buf line, err;
+    long status;
+    int64_t last_seq;
+    bool ended, failed, live_shown;
+    char live_call[128];
+    struct buf partial[2]; /* a command's output line not ended yet */
+};
+
+static void flush_partial(struct logs *l)
+{
+    for (int s = 0; s < 2; s++)
+        if (l->partial[s].len) {
+            printf(INDENT "| %s\n", buf_str(&l->partial[s]));
+            buf_reset(&l->partial[s]);
+        }
+    fflush(stdout);
+}
+
+static void print_output(struct logs *l, const cJSON *o)
+{
+    const cJSON *out = json_get(o, "output");
+    const char *stream = str_at(out, "stream", NULL), *data = str_at(out, "data", NULL);
+    int64_t skipped = 0;
+    if (!l->live_shown || strcmp(l->live_call, str_or(o, "callId")) != 0) {
+        snprintf(l->live_call, sizeof l->live_call, "%s", str_or(o, "callId"));
+        l->live_shown = true;
+    }
+    if (json_item_int64(json_get(out, "skipped"), &skipped) == 0) {
+        flush_partial(l);
+        printf(INDENT "| [%lld bytes of %s not shown: the sandbox keeps the last 256 KiB of a "
+                      "running command; the result below has what was recorded]\n",
+               (long long)skipped, stream ? stream : "output");
+    }
+    if (stream && data) {
+        struct buf *p = &l->partial[strcmp(stream, "stderr") == 0 ? 1 : 0];
+        for (const char *s = data; *s; s++) {
+            if (*s == '\n') {
+                printf(INDENT "|%s %s\n", p == &l->partial[1] ? "!" : "", buf_str(p));
+                buf_reset(p);
+            } else {
+                buf_putc(p, *s);
+            }
+        }
+    }
+    if (cJSON_IsTrue(json_get(out, "done")))
+        flush_partial(l);
+    fflush(stdout);
+}
+
+static int on_log_line(struct logs *l, const char *line, size_t n)
+{
+    if (n == 0)
+        return 0;
+    cJSON *o = NULL;
+    if (json_parse(line, n, &o, NULL) != 0) {
+        fprintf(stderr, "warning: an unreadable line from the API: %.200s\n", line);
+        return 0;
+    }
+    const char *type = str_or(o, "type");
+    if (strcmp(type, "heartbeat") == 0) {
+        cJSON_Delete(o);
+        return 0;
+    }
+    if (strcmp(type, "ERROR") == 0) {
+        fprintf(stderr, "error: %s\n", str_or(json_get(o, "object"), "message"));
+        l->failed = true;
+        cJSON_Delete(o);
+        return 1;
+    }
+    if (strcmp(type, "end") == 0) {
+        l->ended = true;
+        if (!l->c->output)
+            fprintf(stderr, "session %s has finished: %s\n", l->c->args[0], str_or(o, "phase"));
+    }
+    if (l->c->output) {
+        /* -o json: the stored events (and live output, end) one per line */
+        if (strcmp(type, "event") == 0) {
+            char *t = json_print(json_get(o, "event"));
+            printf("%s\n", t);
+            free(t);
+        } else if (strcmp(type, "end") != 0) {
+            char *t = json_print(o);
+            printf("%s\n", t);
+            free(t);
+        }
+        fflush(stdout);
+    } else if (strcmp(type, "event") == 0) {
+        const cJSON *ev = json_get(o, "event");
+        bool result = strcmp(str_or(ev, "type"), "tool_result") == 0;
+        bool same = result && l->live_shown &&
+                    strcmp(l->live_call, str_or(json_get(ev, "data"), "callId")) == 0;
+        flush_partial(l);
+        print_event_json(ev, same);
+        if (result)
+            l->live_shown = false;
+    } else if (strcmp(type, "output") == 0) {
+        print_output(l, o);
+    }
+    if (strcmp(type, "event") == 0)
+        json_get_int64(json_get(o, "event"), "", "seq", JSON_OPTIONAL, &l->last_seq, NULL);
+    cJSON_Delete(o);
+    return l->ended ? 1 : 0;
 }
 
 static atomic_bool interrupted;
@@ -582,69 +792,228 @@ static void on_int(int sig)
     atomic_store(&interrupted, true);
 }
 
+static int log_data(void *ctx, long status, const char *p, size_t n)
+{
+    struct logs *l = ctx;
+    l->status = status;
+    if (atomic_load(&interrupted))
+        return -ECANCELED;
+    if (status != 200) {
+        buf_append(&l->err, p, n);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != '\n') {
+            if (buf_putc(&l->line, p[i]))
+                return TERN_ETOOLARGE;
+            continue;
+        }
+        int r = on_log_line(l, buf_str(&l->line), l->line.len);
+        buf_reset(&l->line);
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
 static int cmd_logs(struct cli *c)
 {
     if (c->nargs != 1)
-        return die("usage: kubectl tern logs [-f] SESSION");
-    if (!c->etcd)
-        return die("logs reads the journal from etcd: give --etcd-endpoints (or "
-                   "TERN_ETCD_ENDPOINTS); on a cluster, `kubectl port-forward` the etcd "
-                   "Service of the tern chart first");
-    cJSON *s = NULL;
-    if (get_session(c, c->args[0], &s))
-        return 1;
-    const char *uid = str_at(json_get(s, "metadata"), "uid", NULL);
-    char *uidc = uid ? xstrdup(uid) : NULL;
-    cJSON_Delete(s);
-    if (!uidc)
-        return die("agentsession %s has no uid", c->args[0]);
-    struct tern_err err = {0};
-    char **eps = NULL;
-    size_t n = 0;
-    struct etcd *e = NULL;
-    struct journal *j = NULL;
-    int rc = 1;
-    if (etcd_endpoints_parse(c->etcd, &eps, &n, &err)) {
-        die("--etcd-endpoints: %s", err.msg);
-        goto out;
+        return die("usage: kubectl tern logs [-f] [-o json] SESSION");
+    struct logs l = {.c = c};
+    buf_init(&l.line, TERN_JOURNAL_MAX_DATA * 2);
+    buf_init(&l.err, 64u << 10);
+    buf_init(&l.partial[0], 1u << 20);
+    buf_init(&l.partial[1], 1u << 20);
+    struct sigaction sa = {.sa_handler = on_int};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int rc = 0;
+    for (int attempt = 0;; attempt++) {
+        char *base = api_path(c, c->args[0], "log");
+        /* the first request names no seq: the server starts at seq 1, or
+         * at the latest snapshot of a compacted journal */
+        char since[48] = "";
+        if (l.last_seq)
+            snprintf(since, sizeof since, "sinceSeq=%lld&", (long long)l.last_seq + 1);
+        char *path = xasprintf("%s?%s%s", base, since, c->follow ? "follow=true" : "");
+        free(base);
+        struct kclient_err ke = {0};
+        buf_reset(&l.err);
+        l.status = 0;
+        int r = kclient_stream(c->cl, path, "application/x-ndjson, application/json", log_data,
+                               &l, &ke);
+        free(path);
+        if (l.line.len) { /* a last line without its newline */
+            on_log_line(&l, buf_str(&l.line), l.line.len);
+            buf_reset(&l.line);
+        }
+        if (l.status && l.status != 200) {
+            char msg[1024];
+            status_message(l.status, l.err.data, l.err.len, msg, sizeof msg);
+            rc = die("%s", msg);
+            break;
+        }
+        if (l.failed) {
+            rc = 1;
+            break;
+        }
+        if (!c->follow || l.ended || atomic_load(&interrupted) || r == -ECANCELED)
+            break;
+        /* the stream was cut (a proxy, a restart of the operator): resume
+         * after the last event seen */
+        if (attempt > 100 || (r && r != 1 && attempt > 10)) {
+            rc = die("following the log: %s", ke.e.msg[0] ? ke.e.msg : "the stream ended");
+            break;
+        }
+        struct timespec ts = {0, 500 * 1000000L};
+        nanosleep(&ts, NULL);
     }
-    struct etcd_config ec = {.endpoints = (const char *const *)eps, .nendpoints = n};
-    if (etcd_new(&ec, &e, &err) || journal_open(e, uidc, NULL, &j, &err)) {
-        die("journal: %s", err.msg);
-        goto out;
+    flush_partial(&l);
+    buf_done(&l.line);
+    buf_done(&l.err);
+    buf_done(&l.partial[0]);
+    buf_done(&l.partial[1]);
+    return rc;
+}
+
+/* ---- ls and cp ------------------------------------------------------------- */
+
+struct body {
+    long status;
+    struct buf b;
+    FILE *f;   /* cp: the file being written (200 only) */
+    uint64_t written;
+    bool write_failed;
+};
+
+static int body_data(void *ctx, long status, const char *p, size_t n)
+{
+    struct body *b = ctx;
+    b->status = status;
+    if (status == 200 && b->f) {
+        if (fwrite(p, 1, n, b->f) != n) {
+            b->write_failed = true;
+            return -EIO;
+        }
+        b->written += n;
+        return 0;
     }
-    int r;
-    /* a compacted journal (the runner's snapshots) starts at its latest
-     * snapshot: say so, then show from there */
-    uint64_t from = 1;
-    if (journal_summary(j)->snapshot_seq &&
-        journal_replay(j, 1, NULL, NULL, NULL, &err) == TERN_ECOMPACTED) {
-        fprintf(stderr,
-                "kubectl-tern: events before seq %llu were compacted into a snapshot; showing "
-                "from it\n",
-                (unsigned long long)journal_summary(j)->snapshot_seq);
-        from = JOURNAL_FROM_SNAPSHOT;
-    }
-    if (c->follow) {
-        struct sigaction sa = {.sa_handler = on_int};
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-        r = journal_tail(j, from, print_event, NULL, &interrupted, &err);
-        if (r == -ECANCELED)
-            r = 0;
+    if (buf_append(&b->b, p, n))
+        return TERN_ETOOLARGE;
+    return 0;
+}
+
+static int cmd_ls(struct cli *c)
+{
+    if (c->nargs < 1 || c->nargs > 2)
+        return die("usage: kubectl tern ls SESSION [PATH] [--depth N]");
+    char *base = api_path(c, c->args[0], "files");
+    char *ep = httpc_escape(c->nargs > 1 ? c->args[1] : "");
+    char *path = xasprintf("%s?path=%s&depth=%lld", base, ep, (long long)c->depth);
+    free(base);
+    free(ep);
+    struct body b = {0};
+    buf_init(&b.b, 64u << 20);
+    struct kclient_err ke = {0};
+    int r = kclient_stream(c->cl, path, NULL, body_data, &b, &ke);
+    free(path);
+    int rc = 0;
+    cJSON *j = NULL;
+    if (r && !b.status) {
+        rc = die("%s", ke.e.msg);
+    } else if (b.status != 200) {
+        char msg[1024];
+        status_message(b.status, b.b.data, b.b.len, msg, sizeof msg);
+        rc = die("%s", msg);
+    } else if (json_parse(b.b.data ? b.b.data : "", b.b.len, &j, NULL) != 0) {
+        rc = die("the API sent an unreadable listing");
+    } else if (c->output) {
+        char *t = json_print(j);
+        printf("%s\n", t);
+        free(t);
     } else {
-        r = journal_replay(j, from, print_event, NULL, NULL, &err);
+        const cJSON *e;
+        cJSON_ArrayForEach(e, json_get(j, "entries"))
+        {
+            int64_t size = 0;
+            json_item_int64(json_get(e, "size"), &size);
+            const char *type = str_or(e, "type");
+            if (strcmp(type, "dir") == 0)
+                printf("dir              %s/\n", str_or(e, "path"));
+            else if (strcmp(type, "symlink") == 0)
+                printf("symlink          %s -> %s\n", str_or(e, "path"), str_or(e, "target"));
+            else
+                printf("%-5s %10lld %s\n", type, (long long)size, str_or(e, "path"));
+        }
+        if (cJSON_IsTrue(json_get(j, "truncated")))
+            printf("(more entries than one listing holds: list a subdirectory)\n");
     }
-    if (r) {
-        die("journal: %s", err.msg);
+    cJSON_Delete(j);
+    buf_done(&b.b);
+    return rc;
+}
+
+static int cmd_cp(struct cli *c)
+{
+    if (c->nargs != 2 || !strchr(c->args[0], ':'))
+        return die("usage: kubectl tern cp SESSION:PATH DEST");
+    const char *colon = strchr(c->args[0], ':');
+    char *name = xstrndup(c->args[0], (size_t)(colon - c->args[0]));
+    const char *src = colon + 1;
+    if (!*name || !*src) {
+        free(name);
+        return die("usage: kubectl tern cp SESSION:PATH DEST");
+    }
+    /* DEST: a file, or a directory (then the source's base name in it) */
+    const char *base_name = strrchr(src, '/') ? strrchr(src, '/') + 1 : src;
+    struct stat st;
+    char *dest = stat(c->args[1], &st) == 0 && S_ISDIR(st.st_mode)
+                     ? xasprintf("%s%s%s", c->args[1],
+                                 c->args[1][0] && c->args[1][strlen(c->args[1]) - 1] == '/'
+                                     ? ""
+                                     : "/",
+                                 base_name)
+                     : xstrdup(c->args[1]);
+    char *tmp = xasprintf("%s.tern-cp.%ld", dest, (long)getpid());
+    struct body b = {0};
+    buf_init(&b.b, 64u << 10);
+    b.f = fopen(tmp, "wbx");
+    int rc = 0;
+    if (!b.f) {
+        rc = die("cannot write %s: %s", tmp, strerror(errno));
         goto out;
     }
-    rc = 0;
+    char *basep = api_path(c, name, "content");
+    char *ep = httpc_escape(src);
+    char *path = xasprintf("%s?path=%s", basep, ep);
+    free(basep);
+    free(ep);
+    struct kclient_err ke = {0};
+    int r = kclient_stream(c->cl, path, "application/octet-stream", body_data, &b, &ke);
+    free(path);
+    bool closed_ok = fclose(b.f) == 0;
+    b.f = NULL;
+    if (b.status && b.status != 200) {
+        char msg[1024];
+        status_message(b.status, b.b.data, b.b.len, msg, sizeof msg);
+        rc = die("%s", msg);
+    } else if (r || b.write_failed || !closed_ok) {
+        rc = die("copying %s: %s", src, b.write_failed || !closed_ok ? strerror(errno)
+                                                                     : ke.e.msg);
+    } else if (rename(tmp, dest) != 0) {
+        rc = die("cannot write %s: %s", dest, strerror(errno));
+    } else {
+        fprintf(stderr, "%s:%s -> %s (%llu bytes)\n", name, src, dest,
+                (unsigned long long)b.written);
+    }
+    if (rc)
+        unlink(tmp);
 out:
-    journal_free(j);
-    etcd_free(e);
-    etcd_endpoints_free(eps);
-    free(uidc);
+    buf_done(&b.b);
+    free(tmp);
+    free(dest);
+    free(name);
     return rc;
 }
 
@@ -656,7 +1025,7 @@ int main(int argc, char **argv)
     if (parse(argc, argv, &c))
         return 1;
     static const char *const known[] = {"approve", "deny", "say", "fork", "suspend",
-                                        "resume", "get", "logs", "retry"};
+                                        "resume", "get", "logs", "ls", "cp", "retry"};
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         ok = ok || strcmp(c.cmd, known[i]) == 0;
@@ -681,6 +1050,10 @@ int main(int argc, char **argv)
         r = cmd_suspend(&c, false);
     else if (strcmp(c.cmd, "get") == 0)
         r = cmd_get(&c);
+    else if (strcmp(c.cmd, "ls") == 0)
+        r = cmd_ls(&c);
+    else if (strcmp(c.cmd, "cp") == 0)
+        r = cmd_cp(&c);
     else
         r = cmd_logs(&c);
     kclient_free(c.cl);

@@ -12,6 +12,8 @@
 #include "base/num.h"
 #include "base/tlog.h"
 #include "controller/controller.h"
+#include "controller/jaccess.h"
+#include "journal/journal.h"
 #include "etcd/etcd.h"
 #include "http/endpoint.h"
 #include "kube/kclient.h"
@@ -19,6 +21,8 @@
 #include "kube/leader.h"
 #include "kube/recorder.h"
 #include "metrics/metrics.h"
+#include "streamapi/sapi.h"
+#include "streamapi/sapi_kube.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,9 +40,12 @@ struct opts {
     const char *kubeconfig, *etcd_endpoints, *namespace, *metrics_addr, *health_addr;
     const char *runner_image, *sandbox_image, *log_level, *runner_sa, *lease_ns, *id;
     const char *storage_class, *runtime_class, *pull_policy, *model_secret, *model_key;
+    const char *etcd_ca, *etcd_cert, *etcd_key, *etcd_user, *etcd_pass_file, *etcd_root_pass_file;
+    const char *runner_cert, *runner_key;
+    const char *api_addr, *api_cert, *api_key, *api_ca, *apiservice;
     const char *prices_cm, *test_clock;
     const char *egress_proxy, *egress_proxy_ns, *egress_proxy_labels;
-    bool leader_elect;
+    bool leader_elect, journal_init;
     int64_t workers;
     int64_t session_ttl;
 };
@@ -51,6 +58,27 @@ static const struct flag {
 #define F(n, e, k, field, h) {n, e, h, offsetof(struct opts, field), k}
     F("kubeconfig", "TERN_KUBECONFIG", 0, kubeconfig, "kubeconfig file (default: in-cluster)"),
     F("etcd-endpoints", "TERN_ETCD_ENDPOINTS", 0, etcd_endpoints, "journal etcd URLs, comma-separated"),
+    F("etcd-ca-file", "TERN_ETCD_CA_FILE", 0, etcd_ca, "CA of the journal etcd's certificate"),
+    F("etcd-cert-file", "TERN_ETCD_CERT_FILE", 0, etcd_cert, "client certificate for the journal"),
+    F("etcd-key-file", "TERN_ETCD_KEY_FILE", 0, etcd_key, "its key"),
+    F("etcd-username", "TERN_ETCD_USERNAME", 0, etcd_user,
+      "the operator's etcd user (default tern-operator)"),
+    F("etcd-password-file", "TERN_ETCD_PASSWORD_FILE", 0, etcd_pass_file, "its password"),
+    F("etcd-root-password-file", "TERN_ETCD_ROOT_PASSWORD_FILE", 0, etcd_root_pass_file,
+      "etcd root's password: locks the journal (one etcd user per session)"),
+    F("etcd-runner-cert-file", "TERN_ETCD_RUNNER_CERT_FILE", 0, runner_cert,
+      "the runners' client certificate (copied into each session's Secret)"),
+    F("etcd-runner-key-file", "TERN_ETCD_RUNNER_KEY_FILE", 0, runner_key, "its key"),
+    F("journal-init", "TERN_JOURNAL_INIT", 1, journal_init,
+      "set up the journal etcd's users and auth, then exit"),
+    F("api-addr", "TERN_API_ADDR", 0, api_addr,
+      "HOST:PORT of the aggregated API stream.tern.dev (empty: off)"),
+    F("api-cert-file", "TERN_API_CERT_FILE", 0, api_cert, "its serving certificate"),
+    F("api-key-file", "TERN_API_KEY_FILE", 0, api_key, "its key"),
+    F("api-ca-file", "TERN_API_CA_FILE", 0, api_ca,
+      "the CA of that certificate, kept in the APIService's caBundle"),
+    F("apiservice", "TERN_APISERVICE", 0, apiservice,
+      "the APIService's name (default v1alpha1.stream.tern.dev)"),
     F("namespace", "TERN_NAMESPACE", 0, namespace, "watch one namespace (default: all)"),
     F("leader-elect", "TERN_LEADER_ELECT", 1, leader_elect, "elect a leader on a Lease"),
     F("metrics-addr", "TERN_METRICS_ADDR", 0, metrics_addr, "HOST:PORT for /metrics (empty: off)"),
@@ -159,6 +187,77 @@ static int parse_args(int argc, char **argv, struct opts *o)
     return 0;
 }
 
+static bool set(const char *s)
+{
+    return s && *s;
+}
+
+/* The journal's clients: the operator's own and, on a locked journal
+ * (--etcd-root-password-file), root's for the sessions' users, after
+ * setting etcd's auth up or repairing it (journal_access_init). */
+static int journal_clients(const struct opts *o, struct etcd **ret, struct etcd **ret_admin,
+                           struct tern_err *err)
+{
+    bool locked = set(o->etcd_root_pass_file);
+    const char *user = set(o->etcd_user)          ? o->etcd_user
+                       : set(o->etcd_pass_file) ? JOURNAL_OPERATOR_USER
+                                                : NULL;
+    if (locked && (!set(o->etcd_pass_file) || !set(o->etcd_ca) || !set(o->etcd_cert) ||
+                   !set(o->etcd_key) || !set(o->runner_cert) || !set(o->runner_key)))
+        return err_set(err, TERN_EINVALID,
+                       "a locked journal (--etcd-root-password-file) needs --etcd-ca-file, "
+                       "--etcd-cert-file, --etcd-key-file, --etcd-password-file, "
+                       "--etcd-runner-cert-file and --etcd-runner-key-file");
+    struct etcd_settings es = {
+        .endpoints = o->etcd_endpoints,
+        .ca_file = set(o->etcd_ca) ? o->etcd_ca : NULL,
+        .cert_file = set(o->etcd_cert) ? o->etcd_cert : NULL,
+        .key_file = set(o->etcd_key) ? o->etcd_key : NULL,
+        .username = user,
+        .password_file = set(o->etcd_pass_file) ? o->etcd_pass_file : NULL,
+    };
+    int r = 0;
+    char *root_pw = NULL, *op_pw = NULL;
+    char **eps = NULL;
+    size_t neps = 0;
+    if (locked) {
+        if ((r = etcd_read_secret_file(o->etcd_root_pass_file, &root_pw, err)) ||
+            (r = etcd_read_secret_file(o->etcd_pass_file, &op_pw, err)) ||
+            (r = etcd_endpoints_parse(o->etcd_endpoints, &eps, &neps, err)))
+            goto out;
+        struct httpc_tls t = {.ca_file = es.ca_file, .cert_file = es.cert_file,
+                              .key_file = es.key_file};
+        struct etcd_config base = {.endpoints = (const char *const *)eps, .nendpoints = neps,
+                                   .tls = &t};
+        bool enabled = false;
+        r = journal_access_init(&(struct journal_access_init){.base = &base,
+                                                              .root_password = root_pw,
+                                                              .operator_user = user,
+                                                              .operator_password = op_pw,
+                                                              .ret_enabled = &enabled},
+                                err);
+        if (r)
+            goto out;
+        tlog_info("journal locked", "auth", enabled ? "enabled now" : "was enabled",
+                  "operatorUser", user);
+        struct etcd_settings as = es;
+        as.username = JOURNAL_ROOT_USER;
+        as.password_file = o->etcd_root_pass_file;
+        if ((r = etcd_from_settings(&as, ret_admin, err)))
+            goto out;
+    }
+    r = etcd_from_settings(&es, ret, err);
+out:
+    if (root_pw)
+        explicit_bzero(root_pw, strlen(root_pw));
+    if (op_pw)
+        explicit_bzero(op_pw, strlen(op_pw));
+    free(root_pw);
+    free(op_pw);
+    etcd_endpoints_free(eps);
+    return r;
+}
+
 /* --egress-proxy with its host as an IP literal (sandboxes have no DNS):
  * a name is resolved here, retried for up to a minute (a Service created
  * with the operator may not resolve at once). Returns a new "IP:PORT" /
@@ -210,6 +309,12 @@ static char *egress_proxy_address(const char *hp)
 }
 
 static atomic_bool leading;
+
+static void on_api_error(void *ctx, const char *what, const struct tern_err *err)
+{
+    (void)ctx;
+    tlog_warn("stream API", "what", what, "error", err->msg);
+}
 
 struct app {
     struct controller *ctl;
@@ -347,9 +452,10 @@ int main(int argc, char **argv)
     int rc = 1;
     struct tern_err err = {0};
     struct kubeconfig *kube = NULL;
-    struct etcd *etcd = NULL;
-    char **eps = NULL;
-    size_t neps = 0;
+    struct etcd *etcd = NULL, *admin = NULL;
+    struct jaccess *jacc = NULL;
+    struct sapi *api = NULL;
+    struct sapi_kube *apik = NULL;
     struct metrics *metrics = metrics_new();
     struct recorder *rec = NULL;
     struct controller *ctl = NULL;
@@ -360,6 +466,19 @@ int main(int argc, char **argv)
     if (o.egress_proxy && *o.egress_proxy && !(proxy = egress_proxy_address(o.egress_proxy)))
         goto out;
 
+    if (o.journal_init) {
+        /* a setup step (tests, an init container): the journal only */
+        if (!set(o.etcd_root_pass_file)) {
+            tlog_error("--journal-init needs --etcd-root-password-file");
+            goto out;
+        }
+        if (journal_clients(&o, &etcd, &admin, &err)) {
+            tlog_error("journal", "error", err.msg);
+            goto out;
+        }
+        rc = 0;
+        goto out;
+    }
     int r = kubeconfig_load_auto(o.kubeconfig, NULL, NULL, &kube, &err);
     if (r) {
         tlog_error("no Kubernetes configuration", "error", err.msg);
@@ -377,14 +496,19 @@ int main(int argc, char **argv)
         tlog_info("kubernetes config", "source", src, "server", kube->server ? kube->server : "",
                   "tokenFile", kube->token_file ? kube->token_file : "");
     }
-    if (etcd_endpoints_parse(o.etcd_endpoints, &eps, &neps, &err)) {
-        tlog_error("bad --etcd-endpoints", "error", err.msg);
+    if (journal_clients(&o, &etcd, &admin, &err)) {
+        tlog_error("journal", "error", err.msg);
         goto out;
     }
-    struct etcd_config ec = {.endpoints = (const char *const *)eps, .nendpoints = neps};
-    if (etcd_new(&ec, &etcd, &err)) {
-        tlog_error("etcd client", "error", err.msg);
-        goto out;
+    if (admin) {
+        struct jaccess_config jc = {.admin = admin,
+                                    .ca_file = o.etcd_ca,
+                                    .runner_cert_file = o.runner_cert,
+                                    .runner_key_file = o.runner_key};
+        if (jaccess_new(&jc, &jacc, &err)) {
+            tlog_error("journal access", "error", err.msg);
+            goto out;
+        }
     }
     char host[256] = "tern-operator";
     gethostname(host, sizeof host - 1);
@@ -394,6 +518,7 @@ int main(int argc, char **argv)
     struct controller_config cc = {
         .kube = kube,
         .etcd = etcd,
+        .jaccess = jacc,
         .recorder = rec,
         .metrics = metrics,
         .namespace = o.namespace,
@@ -409,6 +534,7 @@ int main(int argc, char **argv)
                 .runner_image = o.runner_image,
                 .sandbox_image = o.sandbox_image,
                 .etcd_endpoints = o.etcd_endpoints,
+                .journal_locked = jacc != NULL,
                 .runner_service_account = o.runner_sa,
                 .storage_class = o.storage_class && *o.storage_class ? o.storage_class : NULL,
                 .runtime_class = o.runtime_class && *o.runtime_class ? o.runtime_class : NULL,
@@ -430,6 +556,36 @@ int main(int argc, char **argv)
         goto out;
     }
     app.ctl = ctl;
+    if (set(o.api_addr)) {
+        if (!set(o.api_cert) || !set(o.api_key)) {
+            tlog_error("--api-addr needs --api-cert-file and --api-key-file");
+            goto out;
+        }
+        struct sapi_kube_config kc = {.kube = kube,
+                                      .ctl = ctl,
+                                      .children = &cc.children,
+                                      .ca_file = set(o.api_ca) ? o.api_ca : NULL,
+                                      .apiservice = o.apiservice,
+                                      .on_error = on_api_error};
+        struct sapi_config sc = {.listen = o.api_addr, .cert_file = o.api_cert,
+                                 .key_file = o.api_key};
+        if (sapi_kube_new(&kc, &apik, &err)) {
+            tlog_error("stream API", "error", err.msg);
+            goto out;
+        }
+        sapi_kube_backend(apik, etcd, &sc.backend);
+        if (sapi_start(&sc, &api, &err)) {
+            tlog_error("stream API", "error", err.msg);
+            goto out;
+        }
+        char port[16];
+        snprintf(port, sizeof port, "%d", sapi_port(api));
+        if (sapi_kube_start(apik, api, &err))
+            tlog_warn("stream API: no front-proxy trust yet (every request is refused until "
+                      "it is read)",
+                      "error", err.msg);
+        tlog_info("stream API serving", "addr", o.api_addr, "port", port);
+    }
     if (o.metrics_addr && *o.metrics_addr && endpoint_start(o.metrics_addr, serve, &app, &mep, &err)) {
         tlog_error("metrics endpoint", "error", err.msg);
         goto out;
@@ -479,10 +635,13 @@ out:
     }
     endpoint_stop(mep);
     endpoint_stop(hep);
+    sapi_kube_free(apik);
+    sapi_stop(api);
     controller_free(ctl);
     recorder_free(rec);
+    jaccess_free(jacc);
     etcd_free(etcd);
-    etcd_endpoints_free(eps);
+    etcd_free(admin);
     kubeconfig_free(kube);
     metrics_free(metrics);
     free(proxy);

@@ -5,7 +5,7 @@
  *                 [--timeout-ms N] [--kill-grace-ms N] [--max-procs N]
  *                 [--max-file-size BYTES] [--max-open-files N]
  *                 [--max-cpu-seconds N] [--landlock auto|on|off]
- *                 [--log-level L]
+ *                 [--read-only] [--idle-exit SECONDS] [--log-level L]
  *
  * Prints "tern-sandboxd ready addr=HOST:PORT" on stdout once it serves;
  * SIGTERM or SIGINT stop it. Exit 0 after a signal, 2 on bad flags or
@@ -37,7 +37,7 @@ static void usage(void)
             "         [--writable GLOBS] [--run-as UID:GID] [--max-execs N] [--timeout-ms N]\n"
             "         [--kill-grace-ms N] [--max-procs N] [--max-file-size BYTES]\n"
             "         [--max-open-files N] [--max-cpu-seconds N] [--landlock auto|on|off]\n"
-            "         [--log-level debug|info|warn|error]\n");
+            "         [--read-only] [--idle-exit SECONDS] [--log-level debug|info|warn|error]\n");
     exit(2);
 }
 
@@ -109,12 +109,17 @@ int main(int argc, char **argv)
         .on_request = access_log,
     };
     const char *token_file = NULL;
+    int64_t idle_exit_s = 0;
     enum tlog_level level = TLOG_INFO;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
             usage();
+        if (strcmp(a, "--read-only") == 0) {
+            cfg.read_only = true;
+            continue;
+        }
         if (!v)
             usage();
         i++;
@@ -154,6 +159,8 @@ int main(int argc, char **argv)
                 cfg.landlock = SANDBOXD_LANDLOCK_OFF;
             else
                 usage();
+        } else if (strcmp(a, "--idle-exit") == 0) {
+            idle_exit_s = int_flag(a, v, 1, 86400);
         } else if (strcmp(a, "--log-level") == 0) {
             if (tlog_parse_level(v, &level) != 0)
                 usage();
@@ -222,13 +229,20 @@ int main(int argc, char **argv)
     fflush(stdout);
     int sig = 0;
     for (;;) {
-        sigwait(&stop, &sig);
+        /* --idle-exit: a file viewer ends once nobody asked for a while */
+        struct timespec tick = {.tv_sec = 1};
+        sig = sigtimedwait(&stop, NULL, &tick);
+        if (sig < 0) {
+            if (idle_exit_s > 0 && sandboxd_idle_ms(d) >= idle_exit_s * 1000)
+                break;
+            continue;
+        }
         if (sig != SIGCHLD)
             break;
         while (waitpid(-1, NULL, WNOHANG | __WNOTHREAD) > 0)
             ;
     }
-    tlog_info("stopping", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    tlog_info("stopping", "signal", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "idle");
     sandboxd_stop(d);
     for (size_t i = 0; i < npass; i++)
         free(pass_env[i]);

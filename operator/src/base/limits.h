@@ -22,8 +22,10 @@
 #define TERN_HTTP_MAX_LINE         (16u << 20) /* one streamed line (watch event) */
 #define TERN_HTTP_MAX_HEADER       8192        /* one response header line kept */
 #define TERN_HTTP_MAX_URL          8192
+#define TERN_HTTP_CA_CACHE_S       60          /* a CA file is re-read at least this often */
 
 /* Kubernetes objects (kube-apiserver's own request limit is 3 MiB) */
+#define TERN_KUBE_MAX_IMPERSONATE  17          /* --as-group values + 1 */
 #define TERN_KUBE_MAX_OBJECT       (3u << 20)
 #define TERN_KUBE_MAX_NAME         253
 #define TERN_KUBE_MAX_LABEL_VALUE  63
@@ -73,6 +75,22 @@
 #define TERN_ETCD_POOL_IDLE        8            /* idle connections kept per client */
 #define TERN_ETCD_MAX_RESPONSE     (64u << 20)  /* one unary response body */
 #define TERN_ETCD_MAX_KEY          4096         /* one key we send */
+#define TERN_ETCD_MAX_USER         128          /* an etcd user or role name */
+#define TERN_ETCD_MAX_PASSWORD     128          /* an etcd password (file) */
+#define TERN_ETCD_MAX_USERS        100000       /* users or roles listed */
+
+/* the operator's aggregated API (streamapi/) */
+#define TERN_SAPI_MAX_HEAD         16384        /* a request's head */
+#define TERN_SAPI_MAX_HEADERS      64
+#define TERN_SAPI_MAX_GROUPS       32           /* X-Remote-Group values */
+#define TERN_SAPI_MAX_EXTRA        16           /* X-Remote-Extra-* values */
+#define TERN_SAPI_MAX_CONNS        64           /* connections served at once */
+#define TERN_SAPI_IO_TIMEOUT_S     30           /* reading a request, one write */
+#define TERN_SAPI_PAGE             500          /* events per list page by default */
+#define TERN_SAPI_MAX_PAGE         5000
+#define TERN_SAPI_MAX_LIST_BYTES   (8u << 20)   /* a page of events is cut here (continue) */
+#define TERN_SAPI_VIEWER_WAIT_MS   60000        /* waiting for a parked session's file viewer */
+#define TERN_SAPI_SAR_CACHE        1024         /* access review answers kept (10 s) */
 
 /* journal module */
 #define TERN_JOURNAL_MAX_DATA      (16u << 20)  /* one event's data, chunked */
@@ -101,6 +119,9 @@
 #define TERN_SANDBOX_MAX_KEY         256         /* Idempotency-Key bytes */
 #define TERN_SANDBOX_MAX_RECORDS     100000      /* records listed by /v1/executions */
 #define TERN_SANDBOX_MAX_GLOBS       64          /* --writable globs */
+#define TERN_SANDBOX_LIVE_RING       (256u << 10) /* live output kept per stream of a running exec */
+#define TERN_SANDBOX_LIVE_KEEP_S     120         /* an ended exec stays readable live */
+#define TERN_SANDBOX_LIVE_MAX        16          /* ended execs kept readable */
 /* etcd client (etcd module) */
 #define TERN_ETCD_MAX_ENDPOINTS    16
 #define TERN_ETCD_POOL_IDLE        8            /* idle connections kept per client */

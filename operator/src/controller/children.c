@@ -4,6 +4,7 @@
 #include "base/buf.h"
 #include "base/mem.h"
 #include "base/num.h"
+#include "journal/journal.h"
 #include "json/json.h"
 #include "sandbox/sandbox_contract.h"
 
@@ -201,7 +202,16 @@ cJSON *children_network_policy(const struct session_spec *s, const struct childr
     cJSON *o = child(s, "networking.k8s.io/v1", "NetworkPolicy", name, "sandbox");
     free(name);
     cJSON *spec = sub(o, "spec");
-    selector_labels(sub(spec, "podSelector"), "matchLabels", s, "sandbox");
+    /* the sandbox pod, and the file viewer of a parked session (the same
+     * workspace, the same walls) */
+    cJSON *psel = sub(spec, "podSelector");
+    str(sub(psel, "matchLabels"), CHILDREN_LABEL_SESSION_UID, s->uid);
+    cJSON *expr = push_obj(arr(psel, "matchExpressions"));
+    str(expr, "key", CHILDREN_LABEL_ROLE);
+    str(expr, "operator", "In");
+    cJSON *vals = arr(expr, "values");
+    push_str(vals, "sandbox");
+    push_str(vals, "viewer");
     cJSON *types = arr(spec, "policyTypes");
     push_str(types, "Ingress");
     push_str(types, "Egress");
@@ -212,6 +222,13 @@ cJSON *children_network_policy(const struct session_spec *s, const struct childr
     /* ... and the copy Jobs of this session's forks (label set on them) */
     cJSON *copier = push_obj(peers);
     str(sub(sub(copier, "podSelector"), "matchLabels"), CHILDREN_LABEL_COPY_FROM, s->uid);
+    /* ... and the operator, whose aggregated API reads the workspace and a
+     * running command's output (docs/stream-api.md) */
+    cJSON *op = push_obj(peers);
+    sub(op, "namespaceSelector");
+    cJSON *opl = sub(sub(op, "podSelector"), "matchLabels");
+    str(opl, "app.kubernetes.io/name", "tern");
+    str(opl, "app.kubernetes.io/component", "operator");
     cJSON *port = push_obj(arr(rule, "ports"));
     str(port, "protocol", "TCP");
     cJSON_AddNumberToObject(port, "port", SANDBOX_PORT);
@@ -598,6 +615,27 @@ cJSON *children_turn_job(const struct session_spec *s, const struct children_con
     env(e, "TERN_SESSION_UID", s->uid);
     env(e, "TERN_TURN", turn_s);
     env(e, "TERN_ETCD_ENDPOINTS", c->etcd_endpoints);
+    if (c->journal_locked) {
+        /* the session's own etcd user and the runners' client certificate */
+        env(e, "TERN_ETCD_CA_FILE", CHILDREN_JOURNAL_DIR "/ca.crt");
+        env(e, "TERN_ETCD_CERT_FILE", CHILDREN_JOURNAL_DIR "/tls.crt");
+        env(e, "TERN_ETCD_KEY_FILE", CHILDREN_JOURNAL_DIR "/tls.key");
+        char *user = journal_session_user(s->uid);
+        env(e, "TERN_ETCD_USERNAME", user ? user : "");
+        free(user);
+        env(e, "TERN_ETCD_PASSWORD_FILE", CHILDREN_JOURNAL_DIR "/password");
+        mount((cJSON *)json_get(ctr, "volumeMounts"), "journal", CHILDREN_JOURNAL_DIR, NULL, 1);
+        cJSON *vols = (cJSON *)json_get(json_get(json_get(json_get(o, "spec"), "template"),
+                                                 "spec"),
+                                        "volumes");
+        cJSON *v = push_obj(vols);
+        str(v, "name", "journal");
+        char *js = children_name(s->name, "journal");
+        cJSON *sv = sub(v, "secret");
+        str(sv, "secretName", js);
+        cJSON_AddNumberToObject(sv, "defaultMode", 0440);
+        free(js);
+    }
     env(e, "TERN_SANDBOX_TOKEN_FILE", SANDBOX_TOKEN_FILE);
     env(e, "OPENAI_BASE_URL", s->model.base_url);
     const char *secret = s->model.api_key_secret ? s->model.api_key_secret : c->model_secret;
@@ -656,5 +694,82 @@ cJSON *children_copy_job(const struct session_spec *child_s, const struct childr
     cJSON *v = push_obj(vols);
     str(v, "name", "from-token");
     str(sub(v, "secret"), "secretName", from_token_secret);
+    return o;
+}
+
+cJSON *children_viewer_job(const struct session_spec *s, const struct children_config *c)
+{
+    char *prefix = children_name(s->name, "files-");
+    cJSON *o = child(s, "batch/v1", "Job", prefix, "viewer");
+    free(prefix);
+    /* a new one per need (generateName): an ended viewer's Job stays until
+     * its TTL, and a name of its own would block the next */
+    cJSON *meta = (cJSON *)json_get(o, "metadata");
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, "name");
+    char *gen = children_name(s->name, "files-");
+    str(meta, "generateName", gen);
+    free(gen);
+    cJSON *spec = sub(o, "spec");
+    cJSON_AddNumberToObject(spec, "backoffLimit", 0);
+    cJSON_AddNumberToObject(spec, "activeDeadlineSeconds", 1800);
+    cJSON_AddNumberToObject(spec, "ttlSecondsAfterFinished", 60);
+    cJSON *tmpl = sub(spec, "template");
+    labels(sub(tmpl, "metadata"), s, "viewer");
+    cJSON *pod = sub(tmpl, "spec");
+    str(pod, "restartPolicy", "Never");
+    boolean(pod, "automountServiceAccountToken", 0);
+    boolean(pod, "enableServiceLinks", 0);
+    cJSON_AddNumberToObject(pod, "terminationGracePeriodSeconds", 5);
+    const char *rc = s->sandbox.runtime_class ? s->sandbox.runtime_class : c->runtime_class;
+    if (rc)
+        str(pod, "runtimeClassName", rc);
+    restricted_pod_security(pod, SANDBOX_UID, SANDBOX_GID);
+    cJSON *ctr = push_obj(arr(pod, "containers"));
+    str(ctr, "name", "viewer");
+    str(ctr, "image", s->sandbox.image ? s->sandbox.image : c->sandbox_image);
+    if (c->image_pull_policy)
+        str(ctr, "imagePullPolicy", c->image_pull_policy);
+    push_str(arr(ctr, "command"), "tern-sandboxd");
+    cJSON *penv = push_obj(arr(ctr, "env"));
+    str(penv, "name", "TERN_POD_IP");
+    str(sub(sub(penv, "valueFrom"), "fieldRef"), "fieldPath", "status.podIP");
+    cJSON *args = arr(ctr, "args");
+    char *listen = xasprintf("$(TERN_POD_IP):%d", SANDBOX_PORT);
+    static const char *const fixed[] = {"--read-only", "--idle-exit", "120", "--token-file",
+                                        SANDBOX_TOKEN_FILE, "--workspace", SANDBOX_WORKSPACE,
+                                        "--listen"};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        push_str(args, fixed[i]);
+    push_str(args, listen);
+    free(listen);
+    cJSON *port = push_obj(arr(ctr, "ports"));
+    str(port, "name", "sandboxd");
+    cJSON_AddNumberToObject(port, "containerPort", SANDBOX_PORT);
+    cJSON *probe = sub(ctr, "readinessProbe");
+    cJSON_AddNumberToObject(sub(probe, "tcpSocket"), "port", SANDBOX_PORT);
+    cJSON_AddNumberToObject(probe, "periodSeconds", 1);
+    cJSON *res = sub(ctr, "resources");
+    str(sub(res, "requests"), "cpu", "10m");
+    str(sub(res, "limits"), "memory", "64Mi");
+    restricted_container_security(ctr);
+    cJSON *mounts = arr(ctr, "volumeMounts");
+    cJSON *vols = arr(pod, "volumes");
+    /* the workspace read-only: the viewer cannot change what it shows */
+    mount(mounts, "workspace", SANDBOX_WORKSPACE, NULL, 1);
+    char *pvc = children_name(s->name, "workspace");
+    cJSON *v = push_obj(vols);
+    str(v, "name", "workspace");
+    cJSON *pv = sub(v, "persistentVolumeClaim");
+    str(pv, "claimName", pvc);
+    boolean(pv, "readOnly", 1);
+    free(pvc);
+    mount(mounts, "sandbox-token", SANDBOX_TOKEN_DIR, NULL, 1);
+    char *secret = children_name(s->name, "sandbox-token");
+    v = push_obj(vols);
+    str(v, "name", "sandbox-token");
+    cJSON *sv = sub(v, "secret");
+    str(sv, "secretName", secret);
+    cJSON_AddNumberToObject(sv, "defaultMode", 0440);
+    free(secret);
     return o;
 }

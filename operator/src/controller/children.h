@@ -9,12 +9,15 @@
  *
  *   <s>-workspace      PersistentVolumeClaim (the workspace, outlives pods)
  *   <s>-sandbox-token  Secret (sandboxd's bearer token; runner and sandbox)
+ *   <s>-journal        Secret (the runner's journal credentials; runner only,
+ *                      when the journal is locked: controller/jaccess.h)
  *   <s>-task           ConfigMap (task.md: objective, context, references)
  *   <s>-sandbox        NetworkPolicy and Pod (tern-sandboxd)
  *   <s>-t<n>           Job (turn n, runs tern-runner)
+ *   <s>-files-xxxxx    Job (a read-only file viewer while the sandbox is parked)
  *
  * Labels on everything: tern.dev/session=<name>, tern.dev/session-uid=<uid>,
- * tern.dev/role=workspace|sandbox|runner|task|token, app.kubernetes.io/managed-by=tern.
+ * tern.dev/role=workspace|sandbox|runner|task|token|journal|viewer, app.kubernetes.io/managed-by=tern.
  * The sandbox pod carries tern.dev/sandbox-hash, a hash of the spec fields
  * that shape it: a change means "recreate at the next turn boundary".
  */
@@ -31,6 +34,7 @@ struct children_config {
     const char *runner_image;
     const char *sandbox_image;        /* default for spec.sandbox.image */
     const char *etcd_endpoints;       /* passed to runners */
+    bool journal_locked;              /* turn Jobs mount <s>-journal (jaccess.h) */
     const char *runner_service_account; /* default for spec.identity */
     const char *runtime_class;        /* default, or NULL */
     const char *storage_class;        /* default, or NULL */
@@ -105,7 +109,14 @@ cJSON *children_turn_job(const struct session_spec *s, const struct children_con
 cJSON *children_copy_job(const struct session_spec *child, const struct children_config *c,
                          const char *from_addr, const char *to_addr,
                          const char *from_token_secret);
+/* The file viewer of a parked session (Job <s>-files-xxxxx, role viewer):
+ * tern-sandboxd --read-only --idle-exit 120 over the workspace volume
+ * mounted read-only, for the aggregated API's files and content
+ * (streamapi/sapi_kube.h) while there is no sandbox pod. */
+cJSON *children_viewer_job(const struct session_spec *s, const struct children_config *c);
 #define CHILDREN_FROM_TOKEN_DIR   "/var/run/tern/from-token"
+/* where turn Jobs mount <s>-journal: ca.crt, tls.crt, tls.key, username, password */
+#define CHILDREN_JOURNAL_DIR      "/var/run/tern/journal"
 #define CHILDREN_LABEL_COPY_FROM  "tern.dev/copy-from-uid"
 
 #endif

@@ -288,9 +288,14 @@ static void *summary_watch(void *arg)
     long backoff_ms = 200;
     while (!atomic_load(&c->stop)) {
         int64_t rev = 0;
-        if (etcd_revision(c->cfg.etcd, &rev, NULL) == 0) {
+        /* the revision read within the watched prefix: on a locked journal
+         * the operator's role covers /tern/v1/s/ only, and a range outside
+         * it is refused (the watch then never started: a pass that only
+         * the journal triggers, such as an approval timeout, never came) */
+        const struct etcd_keys keys = {.key = "/tern/v1/s/", .prefix = true};
+        if (etcd_revision_in(c->cfg.etcd, &keys, &rev, NULL) == 0) {
             struct etcd_watch_req req = {
-                .keys = {.key = "/tern/v1/s/", .prefix = true},
+                .keys = keys,
                 .start_revision = rev + 1,
                 .progress_notify = true,
                 .give_up_ms = -1,
@@ -528,6 +533,11 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
         switch (a->kind) {
         case RA_ADD_FINALIZER:
         case RA_REMOVE_FINALIZER: {
+            /* the session's etcd user goes with it (also when the journal
+             * is retained: nothing runs for it any more) */
+            if (a->kind == RA_REMOVE_FINALIZER && c->cfg.jaccess &&
+                (r = jaccess_revoke(c->cfg.jaccess, uid, err)))
+                break;
             cJSON *m = cJSON_CreateObject();
             cJSON_AddItemToObject(m, "finalizers",
                                   finalizers_with(session, a->kind == RA_ADD_FINALIZER));
@@ -802,6 +812,18 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
             if (owned_has(c, W_JOBS, uid, cj, &copy_job))
                 observe_job(copy_job, &in.copy_job);
             free(cj);
+        }
+        if (c->cfg.jaccess) {
+            /* before any turn Job can need it: the session's journal user
+             * and the Secret its runners mount */
+            char *jn = children_name(name, "journal");
+            cJSON *js = NULL;
+            owned_has(c, W_SECRETS, uid, jn, &js);
+            free(jn);
+            r = jaccess_ensure(c->cfg.jaccess, kc, spec, js, err);
+            cJSON_Delete(js);
+            if (r)
+                goto done;
         }
         prices_lookup(c->prices, kc, in.spec->model.name, &price_json, &in.price_table,
                       &price_error);
@@ -1208,4 +1230,28 @@ void controller_census(struct controller *c)
     metrics_set(m, "tern_tokens", "kind=\"prompt\"", (double)cs.prompt);
     metrics_set(m, "tern_tokens", "kind=\"completion\"", (double)cs.completion);
     metrics_set(m, "tern_approvals_waiting", "", (double)cs.waiting);
+}
+
+/* ---- the caches, for the aggregated API ------------------------------------ */
+
+static enum watched watched_of(enum controller_cache k)
+{
+    switch (k) {
+    case CONTROLLER_PODS: return W_PODS;
+    case CONTROLLER_SECRETS: return W_SECRETS;
+    case CONTROLLER_JOBS: return W_JOBS;
+    default: return W_SESSIONS;
+    }
+}
+
+cJSON *controller_cached(struct controller *c, enum controller_cache k, const char *ns,
+                         const char *name)
+{
+    return informer_get(c->inf[watched_of(k)], ns, name);
+}
+
+int controller_each_cached(struct controller *c, enum controller_cache k,
+                           int (*fn)(void *ctx, const cJSON *obj), void *ctx)
+{
+    return informer_each(c->inf[watched_of(k)], fn, ctx);
 }

@@ -16,16 +16,19 @@
 
 #include "base/err.h"
 #include "controller/children.h"
+#include "controller/jaccess.h"
 #include "etcd/etcd.h"
 #include "kube/kubeconfig.h"
 #include "kube/recorder.h"
 #include "metrics/metrics.h"
 
+#include <cJSON.h>
 #include <stdbool.h>
 
 struct controller_config {
     struct kubeconfig *kube;
     struct etcd *etcd;
+    struct jaccess *jaccess;      /* a locked journal: per-session access; or NULL */
     struct recorder *recorder;
     struct metrics *metrics;      /* families declared by controller_new */
     const char *namespace;        /* "" or NULL = all namespaces */
@@ -70,6 +73,20 @@ void controller_stop_workers(struct controller *c);
 int controller_reconcile(struct controller *c, const char *key, struct tern_err *err);
 /* Stops everything and frees (accepts NULL). */
 void controller_free(struct controller *c);
+
+/* The informers' caches, for the aggregated API (streamapi/): a copy of
+ * one cached object (owned by the caller) or NULL, and a walk over a kind
+ * (fn's non-zero return stops it). Thread-safe. */
+enum controller_cache {
+    CONTROLLER_SESSIONS,
+    CONTROLLER_PODS,
+    CONTROLLER_SECRETS,
+    CONTROLLER_JOBS,
+};
+cJSON *controller_cached(struct controller *c, enum controller_cache k, const char *ns,
+                         const char *name);
+int controller_each_cached(struct controller *c, enum controller_cache k,
+                           int (*fn)(void *ctx, const cJSON *obj), void *ctx);
 
 /* Refreshes the census gauges (sessions by phase, approvals waiting, usage)
  * from the informer cache; called before /metrics is rendered. */

@@ -555,7 +555,9 @@ int etcd__map_error(long status, const cJSON *body, bool *unavailable, struct te
     /* etcd 3.4 reports some auth failures as InvalidArgument (code 3) */
     if (code == 16 || code == 7 || status == 401 || status == 403 ||
         strstr(text, "user name is empty") || strstr(text, "authentication failed") ||
-        strstr(text, "permission denied") || strstr(text, "auth token"))
+        strstr(text, "permission denied") || strstr(text, "auth token") ||
+        /* a request raced a change of users or roles: authenticate again */
+        strstr(text, "revision of auth store is old"))
         return err_set(err, TERN_EAUTH, "etcd: %s", msg ? msg : "unauthorized");
     if (code == 3 || code == 11 || code == 9 || code == 6 || code == 5)
         return err_set(err, TERN_EINVALID, "etcd: %s", text);

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -57,8 +58,11 @@ int etcd_new(const struct etcd_config *cfg, struct etcd **ret, struct tern_err *
             strlen(e) > 1024)
             return err_set(err, TERN_EINVALID, "etcd: bad endpoint \"%s\"", e ? e : "(null)");
     }
-    if (cfg->username && !cfg->password)
+    if (cfg->username && !cfg->password && !cfg->password_file)
         return err_set(err, TERN_EINVALID, "etcd: username without password");
+    if (cfg->username && (strlen(cfg->username) > TERN_ETCD_MAX_USER || !*cfg->username))
+        return err_set(err, TERN_EINVALID, "etcd: username must be 1..%d bytes",
+                       TERN_ETCD_MAX_USER);
     struct etcd *c = xcalloc(1, sizeof *c);
     c->neps = cfg->nendpoints;
     c->eps = xcalloc(c->neps, sizeof *c->eps);
@@ -78,10 +82,13 @@ int etcd_new(const struct etcd_config *cfg, struct etcd **ret, struct tern_err *
         c->tls.cert_pem_len = cfg->tls->cert_pem_len;
         c->tls.key_pem = memdup_or_null(cfg->tls->key_pem, cfg->tls->key_pem_len);
         c->tls.key_pem_len = cfg->tls->key_pem_len;
+        c->tls.cert_file = dup_or_null(cfg->tls->cert_file);
+        c->tls.key_file = dup_or_null(cfg->tls->key_file);
         c->tls.insecure = cfg->tls->insecure;
     }
     c->user = dup_or_null(cfg->username);
     c->pass = dup_or_null(cfg->password);
+    c->pass_file = dup_or_null(cfg->password_file);
     c->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 5000;
     c->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 2000;
     pthread_mutex_init(&c->mu, NULL);
@@ -100,6 +107,9 @@ void etcd_free(struct etcd *c)
     free((char *)c->tls.ca_pem);
     free((char *)c->tls.cert_pem);
     free((char *)c->tls.key_pem);
+    free((char *)c->tls.cert_file);
+    free((char *)c->tls.key_file);
+    free(c->pass_file);
     free(c->user);
     free(c->pass);
     for (size_t i = 0; i < c->npool; i++)
@@ -206,11 +216,21 @@ static int outcome_unknown(struct tern_err *err, const char *path)
 int etcd__authenticate(struct etcd *c, struct httpc *h, const char *ep, atomic_bool *cancel,
                        struct tern_err *err)
 {
+    char *pass = NULL;
+    if (c->pass_file) {
+        /* read at every authentication, so a rotated password is used */
+        int pr = etcd_read_secret_file(c->pass_file, &pass, err);
+        if (pr)
+            return pr;
+    }
     cJSON *o = cJSON_CreateObject();
     json_add_string(o, "name", c->user);
-    json_add_string(o, "password", c->pass);
+    json_add_string(o, "password", pass ? pass : c->pass);
     char *body = json_print(o);
     cJSON_Delete(o);
+    if (pass)
+        explicit_bzero(pass, strlen(pass));
+    free(pass);
     char *url = xasprintf("%s/v3/auth/authenticate", ep);
     const char *hdrs[] = {"Content-Type: application/json", NULL};
     struct httpc_request req = {
@@ -237,7 +257,9 @@ int etcd__authenticate(struct etcd *c, struct httpc *h, const char *ep, atomic_b
     if (resp.status != 200) {
         bool un;
         r = etcd__map_error(resp.status, j, &un, err);
-        if (r == TERN_EINVALID || r == TERN_EHTTP) {
+        if (err && strstr(err->msg, "authentication is not enabled")) {
+            r = err->code = -ENOTSUP;
+        } else if (r == TERN_EINVALID || r == TERN_EHTTP) {
             err_wrap(err, TERN_EAUTH, "etcd authenticate");
             r = TERN_EAUTH;
             if (err)
@@ -258,8 +280,30 @@ out:
     cJSON_Delete(j);
     httpc_response_done(&resp);
     free(url);
+    explicit_bzero(body, strlen(body));
     free(body);
     return r;
+}
+
+int etcd_read_secret_file(const char *path, char **ret, struct tern_err *err)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return err_set(err, TERN_EINVALID, "etcd: cannot read %s: %s", path, strerror(errno));
+    char *buf = xmalloc(TERN_ETCD_MAX_PASSWORD + 2);
+    size_t n = fread(buf, 1, TERN_ETCD_MAX_PASSWORD + 1, f);
+    fclose(f);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+        n--;
+    buf[n] = 0;
+    if (n == 0 || n > TERN_ETCD_MAX_PASSWORD || memchr(buf, 0, n)) {
+        explicit_bzero(buf, TERN_ETCD_MAX_PASSWORD + 2);
+        free(buf);
+        return err_set(err, TERN_EINVALID, "etcd: %s must hold 1..%d bytes of text", path,
+                       TERN_ETCD_MAX_PASSWORD);
+    }
+    *ret = buf;
+    return 0;
 }
 
 /* The Authorization header line for the current token, or NULL. */
@@ -398,5 +442,37 @@ int etcd__call_obj(struct etcd *c, const char *path, cJSON *req, enum call_kind 
     char *body = json_print(req);
     int r = call(c, path, body, strlen(body), kind, cancel, ret, err);
     free(body);
+    return r;
+}
+
+int etcd_from_settings(const struct etcd_settings *s, struct etcd **ret, struct tern_err *err)
+{
+    char **eps = NULL;
+    size_t n = 0;
+    if (!s->endpoints || !*s->endpoints)
+        return err_set(err, TERN_EINVALID, "TERN_ETCD_ENDPOINTS: required");
+    int r = etcd_endpoints_parse(s->endpoints, &eps, &n, err);
+    if (r)
+        return err_wrap(err, r, "TERN_ETCD_ENDPOINTS");
+    if (!s->cert_file != !s->key_file) {
+        r = err_set(err, TERN_EINVALID, "TERN_ETCD_CERT_FILE and TERN_ETCD_KEY_FILE go together");
+        goto out;
+    }
+    if (s->username && !s->password_file) {
+        r = err_set(err, TERN_EINVALID, "TERN_ETCD_USERNAME needs TERN_ETCD_PASSWORD_FILE");
+        goto out;
+    }
+    struct httpc_tls t = {.ca_file = s->ca_file, .cert_file = s->cert_file,
+                          .key_file = s->key_file};
+    struct etcd_config c = {
+        .endpoints = (const char *const *)eps,
+        .nendpoints = n,
+        .tls = s->ca_file || s->cert_file ? &t : NULL,
+        .username = s->username,
+        .password_file = s->username ? s->password_file : NULL,
+    };
+    r = etcd_new(&c, ret, err);
+out:
+    etcd_endpoints_free(eps);
     return r;
 }

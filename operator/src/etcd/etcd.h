@@ -67,9 +67,12 @@ struct etcd;
 struct etcd_config {
     const char *const *endpoints; /* base URLs, no trailing path; required */
     size_t nendpoints;            /* >= 1, <= TERN_ETCD_MAX_ENDPOINTS */
-    const struct httpc_tls *tls;  /* client cert / CA for https endpoints, or NULL */
+    const struct httpc_tls *tls;  /* client cert / CA for https endpoints, or NULL;
+                                   * its files are read per new connection */
     const char *username;         /* etcd auth; NULL = auth disabled */
-    const char *password;
+    const char *password;         /* or: */
+    const char *password_file;    /* read (trailing whitespace trimmed) at every
+                                   * authentication, so a rotated password is used */
     long timeout_ms;         /* each unary request; 0 = 5000 */
     long connect_timeout_ms; /* 0 = 2000 */
 };
@@ -80,6 +83,33 @@ struct etcd_config {
  * on the client may be running when it is freed. */
 int etcd_new(const struct etcd_config *cfg, struct etcd **ret, struct tern_err *err);
 void etcd_free(struct etcd *c);
+
+/* Reads a one-line secret (a password) from path into *ret (newly
+ * allocated, NUL-terminated, trailing newline and spaces removed). Returns 0,
+ * or TERN_EINVALID when the file cannot be read, is empty or longer than
+ * TERN_ETCD_MAX_PASSWORD bytes. */
+int etcd_read_secret_file(const char *path, char **ret, struct tern_err *err);
+
+/* A client as the TERN_ETCD_* settings describe it (flags or environment
+ * of every Tern binary; borrowed strings, NULL = not set):
+ *   endpoints      TERN_ETCD_ENDPOINTS, comma-separated (required)
+ *   ca_file        TERN_ETCD_CA_FILE      the CA that signed etcd's certificate
+ *   cert_file      TERN_ETCD_CERT_FILE    client certificate (with key_file)
+ *   key_file       TERN_ETCD_KEY_FILE
+ *   username       TERN_ETCD_USERNAME     etcd user (with password_file)
+ *   password_file  TERN_ETCD_PASSWORD_FILE
+ * The files are read when used (connections, logins), so rotated ones take
+ * effect without a restart. Returns 0 and *ret, or TERN_EINVALID naming the
+ * setting. */
+struct etcd_settings {
+    const char *endpoints;
+    const char *ca_file;
+    const char *cert_file;
+    const char *key_file;
+    const char *username;
+    const char *password_file;
+};
+int etcd_from_settings(const struct etcd_settings *s, struct etcd **ret, struct tern_err *err);
 
 /* Parses a comma-separated endpoint list ("http://a:2379,http://b:2379", as
  * in TERN_ETCD_ENDPOINTS) into a newly allocated NULL-terminated array of
@@ -169,8 +199,14 @@ int etcd_get(struct etcd *c, const char *key, struct etcd_kv **ret_kv, int64_t *
              struct tern_err *err);
 void etcd_kv_free(struct etcd_kv *kv);
 
-/* The store's current revision (a count-only range on an empty range). */
+/* The store's current revision (a count-only range on an empty range).
+ * With etcd auth on, that range is outside most roles: a client with a
+ * prefix role asks etcd_revision_in with keys it may read. */
 int etcd_revision(struct etcd *c, int64_t *ret, struct tern_err *err);
+/* The store's current revision, read with a one-key, keys-only range of
+ * keys (the revision is the store's whatever the range holds). */
+int etcd_revision_in(struct etcd *c, const struct etcd_keys *keys, int64_t *ret,
+                     struct tern_err *err);
 
 /* ---- put / delete ------------------------------------------------------- */
 
@@ -380,6 +416,58 @@ typedef int (*etcd_watch_fn)(void *ctx, const struct etcd_watch_batch *b);
  * across reconnects. */
 int etcd_watch(struct etcd *c, const struct etcd_watch_req *req, etcd_watch_fn fn, void *ctx,
                atomic_bool *cancel, int64_t *ret_compact_revision, struct tern_err *err);
+
+/* ---- auth administration (auth.c) ----------------------------------------
+ *
+ * etcd's own users, roles and permissions (etcd's "auth"): a role holds
+ * permissions (READ, WRITE or READWRITE on a key or a key range), a user
+ * holds roles and a password; the role named "root" may do everything,
+ * including these calls. Once enabled, every request needs a user (the
+ * client authenticates with username/password and sends the token). These
+ * calls need a client of a root user, or auth still disabled (the
+ * bootstrap). Names are 1..TERN_ETCD_MAX_USER printable bytes.
+ *
+ * Errors besides the client's: -EEXIST (user or role already exists),
+ * TERN_ENOTFOUND (no such user, role, permission or grant), -ENOTSUP
+ * (authentication is not enabled: from etcd_authenticate_check),
+ * TERN_EINVALID (enabling auth without a root user with the root role),
+ * TERN_EAUTH (the client may not do this). */
+
+enum etcd_perm { ETCD_PERM_READ = 0, ETCD_PERM_WRITE, ETCD_PERM_READWRITE };
+
+struct etcd_perm_entry {
+    enum etcd_perm perm;
+    char *key;       /* the key or the range's start */
+    char *range_end; /* "" = the single key; "\0" stored as "" too */
+};
+
+int etcd_auth_enable(struct etcd *c, struct tern_err *err);
+int etcd_auth_disable(struct etcd *c, struct tern_err *err);
+int etcd_user_add(struct etcd *c, const char *name, const char *password, struct tern_err *err);
+int etcd_user_password(struct etcd *c, const char *name, const char *password,
+                       struct tern_err *err);
+int etcd_user_delete(struct etcd *c, const char *name, struct tern_err *err);
+int etcd_user_grant(struct etcd *c, const char *user, const char *role, struct tern_err *err);
+/* The roles of a user (NULL-terminated array, free with etcd_strings_free)
+ * and their count (ret_n may be NULL); TERN_ENOTFOUND for no such user. */
+int etcd_user_roles(struct etcd *c, const char *name, char ***ret, size_t *ret_n,
+                    struct tern_err *err);
+int etcd_user_list(struct etcd *c, char ***ret, size_t *ret_n, struct tern_err *err);
+int etcd_role_add(struct etcd *c, const char *name, struct tern_err *err);
+int etcd_role_delete(struct etcd *c, const char *name, struct tern_err *err);
+/* Grants perm on keys (a single key, a prefix or [key, range_end)). */
+int etcd_role_grant(struct etcd *c, const char *role, enum etcd_perm perm,
+                    const struct etcd_keys *keys, struct tern_err *err);
+/* A role's permissions (*ret_n entries, free with etcd_perms_free). */
+int etcd_role_perms(struct etcd *c, const char *role, struct etcd_perm_entry **ret,
+                    size_t *ret_n, struct tern_err *err);
+void etcd_perms_free(struct etcd_perm_entry *v, size_t n);
+int etcd_role_list(struct etcd *c, char ***ret, size_t *ret_n, struct tern_err *err);
+void etcd_strings_free(char **v);
+/* Authenticates now with the configured username and password: 0, TERN_EAUTH
+ * (wrong user or password), -ENOTSUP (auth is not enabled) or a transport
+ * error. */
+int etcd_authenticate_check(struct etcd *c, struct tern_err *err);
 
 /* ---- checking replies (tests, fuzzing) --------------------------------- */
 

@@ -30,6 +30,7 @@ struct etcd {
     bool has_tls;
     char *user;
     char *pass;
+    char *pass_file; /* read at each authentication (rotation), or NULL */
     long timeout_ms;
     long connect_timeout_ms;
 

@@ -57,6 +57,19 @@ int etcd_revision(struct etcd *c, int64_t *ret, struct tern_err *err)
     return 0;
 }
 
+int etcd_revision_in(struct etcd *c, const struct etcd_keys *keys, int64_t *ret,
+                     struct tern_err *err)
+{
+    struct etcd_range_req q = {.keys = *keys, .limit = 1, .keys_only = true};
+    struct etcd_range_resp rr;
+    int r = etcd_range(c, &q, &rr, err);
+    if (r)
+        return r;
+    *ret = rr.header.revision;
+    etcd_range_resp_done(&rr);
+    return 0;
+}
+
 int etcd_put(struct etcd *c, const struct etcd_put_req *req, struct etcd_put_resp *ret,
              struct tern_err *err)
 {

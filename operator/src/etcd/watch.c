@@ -103,9 +103,10 @@ int etcd_watch(struct etcd *c, const struct etcd_watch_req *req, etcd_watch_fn f
     if (req->start_revision < 0)
         return err_set(err, TERN_EINVALID, "watch: negative start revision");
     if (req->start_revision == 0) {
-        /* pin "now" so that a reconnect resumes without a gap */
+        /* pin "now" so that a reconnect resumes without a gap (read within
+         * the watched keys: a client with a prefix role may read only them) */
         int64_t rev;
-        r = etcd_revision(c, &rev, err);
+        r = etcd_revision_in(c, &req->keys, &rev, err);
         if (r)
             return r;
         st.next_rev = rev + 1;

@@ -40,6 +40,7 @@ void httpc_free(struct httpc *c)
 }
 
 struct xfer {
+    CURL *curl;
     const struct httpc_request *req;
     struct httpc_response *resp;
     struct buf line;
@@ -69,8 +70,10 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *ud)
 {
     struct xfer *x = ud;
     size_t n = size * nmemb;
-    if (x->req->on_data) {
-        int r = x->req->on_data(x->req->ctx, p, n);
+    if (!x->req->on_line && x->req->on_data) {
+        long status = 0;
+        curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
+        int r = x->req->on_data(x->req->ctx, status, p, n);
         if (r) {
             x->cb_err = r;
             return 0;
@@ -155,8 +158,20 @@ static void set_tls(CURL *h, const struct httpc_tls *t)
 {
     if (!t)
         return;
-    if (t->ca_file)
+    if (t->ca_file) {
         curl_easy_setopt(h, CURLOPT_CAINFO, t->ca_file);
+#if LIBCURL_VERSION_NUM >= 0x075700 /* 7.87: libcurl caches the CA store, 24 h by default */
+        curl_easy_setopt(h, CURLOPT_CA_CACHE_TIMEOUT, (long)TERN_HTTP_CA_CACHE_S);
+#endif
+    }
+    if (t->cert_file) {
+        curl_easy_setopt(h, CURLOPT_SSLCERT, t->cert_file);
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    }
+    if (t->key_file) {
+        curl_easy_setopt(h, CURLOPT_SSLKEY, t->key_file);
+        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    }
     if (t->ca_pem) {
         struct curl_blob blob = {(void *)t->ca_pem, t->ca_pem_len, CURL_BLOB_COPY};
         curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
@@ -182,7 +197,7 @@ int httpc_do(struct httpc *c, const struct httpc_request *req, struct httpc_resp
 {
     CURL *h = c->curl;
     struct curl_slist *hdrs = NULL;
-    struct xfer x = {.req = req, .resp = resp};
+    struct xfer x = {.curl = h, .req = req, .resp = resp};
     int r = 0;
 
     memset(resp, 0, sizeof *resp);

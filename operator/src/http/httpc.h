@@ -30,7 +30,10 @@
 
 struct httpc;
 
-/* TLS material; PEM blobs are used from memory (never written to files). */
+/* TLS material: PEM blobs from memory (never written to files), or files.
+ * Files are read again for every new connection (and the CA file at least
+ * every TERN_HTTP_CA_CACHE_S seconds), so certificates rotated on disk take
+ * effect without a restart; a connection already open keeps its session. */
 struct httpc_tls {
     const char *ca_file;   /* CA bundle path, or NULL */
     const char *ca_pem;    /* CA PEM in memory, or NULL */
@@ -39,6 +42,8 @@ struct httpc_tls {
     size_t cert_pem_len;
     const char *key_pem;   /* client key PEM, or NULL */
     size_t key_pem_len;
+    const char *cert_file; /* client certificate (PEM chain) path, or NULL */
+    const char *key_file;  /* its key (PEM) path, or NULL */
     bool insecure;         /* skip server verification */
 };
 
@@ -56,10 +61,10 @@ struct httpc_request {
     /* streaming: when set, called for each complete line (without '\n');
      * a non-zero return stops the transfer and is returned by httpc_do. */
     int (*on_line)(void *ctx, const char *line, size_t len);
-    /* raw streaming (SSE): when set instead, called for each chunk as it
-     * arrives (not accumulated); a non-zero return stops the transfer and
-     * is returned by httpc_do. */
-    int (*on_data)(void *ctx, const char *p, size_t n);
+    /* raw streaming (an SSE stream, a file): when set (and on_line is not),
+     * each chunk of the body as it arrives, with the response's status; a non-zero return stops
+     * the transfer and is returned by httpc_do. The body is not kept. */
+    int (*on_data)(void *ctx, long status, const char *p, size_t n);
     void *ctx;
     size_t max_line;               /* 0 = TERN_HTTP_MAX_LINE */
     atomic_bool *cancel;           /* raise to abort a running request, or NULL */

@@ -340,6 +340,53 @@ int journal_copy_until(struct etcd *c, const char *src_uid, const char *dst_uid,
 /* Deletes every key of the session (events, chunks, sum, meta, lock). */
 int journal_delete(struct etcd *c, const char *uid, struct tern_err *err);
 
+/* ---- access: the journal's etcd users and roles (access.c) -------------
+ *
+ * The journal's etcd runs with client-certificate TLS and etcd auth
+ * (docs/journal.md, "The locked door"): every request needs a certificate
+ * signed by the journal's CA (the door) and a user (who may touch which
+ * keys). etcd's gateway does not map a certificate to a user (it refuses a
+ * client certificate with a CommonName when auth is on), so users log in
+ * with a password:
+ *   root             etcd's root role: user and role administration only
+ *   <operator user>  role of the same name: READWRITE on JOURNAL_ALL_PREFIX
+ *   tern-s-<uid>     role of the same name: READWRITE on /tern/v1/s/<uid>/,
+ *                    one per session, for that session's runner
+ * A session's user can read and write its own journal (events, chunks,
+ * summary, meta, lock) and nothing else: no other session's keys, no user
+ * or role administration. */
+#define JOURNAL_ROOT_USER            "root"
+#define JOURNAL_OPERATOR_USER        "tern-operator"
+#define JOURNAL_SESSION_USER_PREFIX  "tern-s-"
+
+/* "tern-s-<uid>" (newly allocated; also the role's name), NULL for a bad uid. */
+char *journal_session_user(const char *uid);
+
+struct journal_access_init {
+    const struct etcd_config *base;  /* endpoints and TLS (its user is ignored) */
+    const char *root_password;
+    const char *operator_user;
+    const char *operator_password;
+    bool *ret_enabled;               /* set true when this call enabled auth; may be NULL */
+};
+
+/* Sets the journal's etcd up, idempotently: when auth is not enabled yet,
+ * creates root (with the root role), the operator's user and role, then
+ * enables auth; when it is, logs in as root and repairs the operator's user
+ * (password) and role. Returns 0, TERN_EAUTH (root's password differs from
+ * the one auth was enabled with), or etcd errors. */
+int journal_access_init(const struct journal_access_init *in, struct tern_err *err);
+
+/* Gives session uid its user and role (admin: a client of the root user).
+ * Idempotent; an existing user gets password. Returns 0 or etcd errors. */
+int journal_access_grant(struct etcd *admin, const char *uid, const char *password,
+                         struct tern_err *err);
+/* *ret_ok: the session's user exists and holds its role. */
+int journal_access_check(struct etcd *admin, const char *uid, bool *ret_ok,
+                         struct tern_err *err);
+/* Removes the session's user and role (absent ones are fine). */
+int journal_access_revoke(struct etcd *admin, const char *uid, struct tern_err *err);
+
 /* ---- the turn lock ----------------------------------------------------- */
 
 struct journal_lock;

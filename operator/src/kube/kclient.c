@@ -219,9 +219,11 @@ struct exchange {
     long timeout_ms;
     long idle_timeout_ms;
     int (*on_line)(void *ctx, const char *line, size_t len);
+    int (*on_data)(void *ctx, long status, const char *p, size_t n);
     void *ctx;
     size_t max_line;
     void (*on_retry)(void *ctx); /* forget what on_line kept of a failed attempt */
+    const char *accept;          /* NULL = application/json */
 };
 
 /* One HTTP exchange with the current credentials. */
@@ -237,11 +239,20 @@ static int exchange_once(struct kclient *c, const struct exchange *x, unsigned r
     }
     *ret_gen = cr.gen;
     url = xasprintf("%s%s", c->cfg->server, x->path);
-    const char *hdrs[6];
-    int n = 0;
-    hdrs[n++] = "Accept: application/json";
+    const char *hdrs[8 + TERN_KUBE_MAX_IMPERSONATE];
+    char *imp[1 + TERN_KUBE_MAX_IMPERSONATE] = {0};
+    int n = 0, ni = 0;
+    char *acc = xasprintf("Accept: %s", x->accept ? x->accept : "application/json");
+    hdrs[n++] = acc;
     ua = xasprintf("User-Agent: %s", c->o.user_agent);
     hdrs[n++] = ua;
+    if (c->cfg->impersonate_user) {
+        imp[ni++] = xasprintf("Impersonate-User: %s", c->cfg->impersonate_user);
+        for (size_t i = 0; i < TERN_KUBE_MAX_IMPERSONATE && c->cfg->impersonate_groups[i]; i++)
+            imp[ni++] = xasprintf("Impersonate-Group: %s", c->cfg->impersonate_groups[i]);
+        for (int i = 0; i < ni; i++)
+            hdrs[n++] = imp[i];
+    }
     if (cr.token) {
         auth = xasprintf("Authorization: Bearer %s", cr.token);
         hdrs[n++] = auth;
@@ -272,6 +283,7 @@ static int exchange_once(struct kclient *c, const struct exchange *x, unsigned r
         .max_body = x->max_body ? x->max_body : TERN_KUBE_MAX_OBJECT,
         .tls = &tls,
         .on_line = x->on_line,
+        .on_data = x->on_data,
         .ctx = x->ctx,
         .max_line = x->max_line,
         .cancel = c->cancel,
@@ -283,6 +295,9 @@ static int exchange_once(struct kclient *c, const struct exchange *x, unsigned r
     }
     free(url);
     free(ua);
+    free(acc);
+    for (int i = 0; i < ni; i++)
+        free(imp[i]);
     free(ct);
     kubeconfig_creds_done(&cr);
     return r;
@@ -332,6 +347,7 @@ static int exchange(struct kclient *c, const struct exchange *x, struct httpc_re
             else if (is_get && resp->status >= 500)
                 wait = backoff(c, attempt);
         } else if (r != -ECANCELED && r != TERN_ETOOLARGE && x->on_line == NULL &&
+                   x->on_data == NULL &&
                    (is_get || !resp->sent)) {
             wait = backoff(c, attempt);
         }
@@ -826,5 +842,22 @@ int kclient_watch(struct kclient *c, const struct kgvr *gvr, const char *ns,
     httpc_response_done(&resp);
     buf_done(&w.other);
     free(path);
+    return r;
+}
+
+int kclient_stream(struct kclient *c, const char *path, const char *accept,
+                   int (*on_data)(void *ctx, long status, const char *p, size_t n), void *ctx,
+                   struct kclient_err *err)
+{
+    struct exchange x = {.method = "GET", .path = path, .accept = accept, .on_data = on_data,
+                         .ctx = ctx};
+    struct httpc_response resp = {0};
+    int r = exchange(c, &x, &resp, err);
+    if (err) {
+        err->http_status = resp.status;
+        if (r && !err->e.code)
+            err_set(&err->e, r, "GET %s: %s", path, err_str(r));
+    }
+    httpc_response_done(&resp);
     return r;
 }

@@ -161,6 +161,15 @@ int kclient_update_retry(struct kclient *c, const struct kgvr *gvr, const char *
                          int (*mutate)(void *ctx, cJSON *obj), void *ctx, int max_attempts,
                          cJSON **ret, struct kclient_err *err);
 
+/* A GET whose answer is read as it arrives: on_data gets each chunk of the
+ * body with the response's status (an error answer too: the callback sees
+ * its status and keeps what it needs); a non-zero return stops and is
+ * returned. accept NULL = application/json. Returns 0 when the answer
+ * ended, or the transport error (not retried once bytes have arrived). */
+int kclient_stream(struct kclient *c, const char *path, const char *accept,
+                   int (*on_data)(void *ctx, long status, const char *p, size_t n), void *ctx,
+                   struct kclient_err *err);
+
 /* ---- watches ---- */
 
 enum kwatch_type {

@@ -407,6 +407,11 @@ int kubeconfig_from_json(const cJSON *doc, const struct kubeconfig_overrides *ov
         free(c->server);
         c->server = xstrdup(ov->server);
     }
+    if (ov->as && ov->as[0])
+        c->impersonate_user = xstrdup(ov->as);
+    for (size_t i = 0; ov->as_groups && ov->as_groups[i] && i + 1 < TERN_KUBE_MAX_IMPERSONATE;
+         i++)
+        c->impersonate_groups[i] = xstrdup(ov->as_groups[i]);
     r = check_server(c, err);
     if (r)
         goto out;
@@ -616,6 +621,9 @@ void kubeconfig_free(struct kubeconfig *c)
     }
     free(c->token);
     free(c->token_file);
+    free(c->impersonate_user);
+    for (size_t i = 0; i < TERN_KUBE_MAX_IMPERSONATE && c->impersonate_groups[i]; i++)
+        free(c->impersonate_groups[i]);
     exec_free(c->exec);
     if (c->cache) {
         kubeconfig_creds_done(&c->cache->creds);

@@ -20,6 +20,7 @@
 #define TERN_KUBECONFIG_H
 
 #include "base/err.h"
+#include "base/limits.h"
 
 #include <cJSON.h>
 #include <stdbool.h>
@@ -54,6 +55,9 @@ struct kubeconfig {
     char *token_file;   /* re-read on every kubeconfig_creds call, or NULL */
     struct kubeconfig_exec *exec; /* or NULL */
     struct kubeconfig_cache *cache; /* exec credential cache (private, locked) */
+    /* act as (kubectl's --as / --as-group): Impersonate-User/-Group headers */
+    char *impersonate_user;            /* or NULL */
+    char *impersonate_groups[TERN_KUBE_MAX_IMPERSONATE]; /* NULL-terminated */
 };
 
 /* Selections that override the document (kubectl's --context, --namespace,
@@ -64,6 +68,9 @@ struct kubeconfig_overrides {
     const char *user;
     const char *namespace;
     const char *server;
+    const char *as;                /* --as */
+    const char *const *as_groups;  /* --as-group, NULL-terminated (at most
+                                    * TERN_KUBE_MAX_IMPERSONATE - 1), or NULL */
 };
 
 /* Credentials for one request, owned by the struct (free with

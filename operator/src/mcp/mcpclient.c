@@ -80,8 +80,9 @@ static int on_event(void *ctx, const struct sse_event *ev)
     return STOP_FOUND;
 }
 
-static int on_data(void *ctx, const char *p, size_t n)
+static int on_data(void *ctx, long status, const char *p, size_t n)
 {
+    (void)status; /* judged once the exchange ends */
     struct xchg *x = ctx;
     if (x->total + n > TERN_MCP_MAX_RESPONSE)
         return TERN_ETOOLARGE;

@@ -387,6 +387,11 @@ void runner_config_done(struct runner_config *c)
     free(c->uid);
     free(c->owner);
     free(c->etcd_endpoints);
+    free(c->etcd_ca_file);
+    free(c->etcd_cert_file);
+    free(c->etcd_key_file);
+    free(c->etcd_username);
+    free(c->etcd_password_file);
     free(c->sandbox_addr);
     free(c->sandbox_token);
     free(c->base_url);
@@ -555,6 +560,11 @@ int runner_config_load(const char *(*get)(void *ctx, const char *name), void *ct
     c.session = env_dup(get, ctx, "TERN_SESSION");
     c.uid = env_dup(get, ctx, "TERN_SESSION_UID");
     c.etcd_endpoints = env_dup(get, ctx, "TERN_ETCD_ENDPOINTS");
+    c.etcd_ca_file = env_dup(get, ctx, "TERN_ETCD_CA_FILE");
+    c.etcd_cert_file = env_dup(get, ctx, "TERN_ETCD_CERT_FILE");
+    c.etcd_key_file = env_dup(get, ctx, "TERN_ETCD_KEY_FILE");
+    c.etcd_username = env_dup(get, ctx, "TERN_ETCD_USERNAME");
+    c.etcd_password_file = env_dup(get, ctx, "TERN_ETCD_PASSWORD_FILE");
     c.sandbox_addr = env_dup(get, ctx, "TERN_SANDBOX_ADDR");
     c.base_url = env_dup(get, ctx, "OPENAI_BASE_URL");
     c.api_key = env_dup(get, ctx, "OPENAI_API_KEY");

@@ -2,7 +2,9 @@
  *
  * Environment (docs/design.md, "Contracts between the parts": tern-runner):
  * TERN_NAMESPACE, TERN_SESSION, TERN_SESSION_UID, TERN_TURN,
- * TERN_ETCD_ENDPOINTS, TERN_SANDBOX_TOKEN_FILE, OPENAI_BASE_URL (else
+ * TERN_ETCD_ENDPOINTS (with TERN_ETCD_CA_FILE, TERN_ETCD_CERT_FILE,
+ * TERN_ETCD_KEY_FILE, TERN_ETCD_USERNAME, TERN_ETCD_PASSWORD_FILE for a
+ * locked journal), TERN_SANDBOX_TOKEN_FILE, OPENAI_BASE_URL (else
  * spec.model.baseURL, else https://api.openai.com/v1), OPENAI_API_KEY, plus
  * optional OPENAI_ORG_ID, OPENAI_PROJECT_ID. Normally the AgentSession is
  * read through the Kubernetes API (waiting up to TERN_SANDBOX_WAIT_MS for a
@@ -84,6 +86,9 @@ struct runner_config {
     char *ns, *session, *uid, *owner;
     int64_t turn;
     char *etcd_endpoints;
+    /* TERN_ETCD_CA_FILE, _CERT_FILE, _KEY_FILE, _USERNAME, _PASSWORD_FILE
+     * (each NULL when unset): the session's etcd user on a locked journal */
+    char *etcd_ca_file, *etcd_cert_file, *etcd_key_file, *etcd_username, *etcd_password_file;
     char *sandbox_addr;       /* or NULL (then read from the AgentSession) */
     char *sandbox_token;      /* contents of TERN_SANDBOX_TOKEN_FILE, trimmed */
     char *base_url, *api_key, *org, *project;

@@ -225,8 +225,9 @@ struct fetch_ctx {
     uint64_t got, max;
 };
 
-static int fetch_data(void *ctx, const char *p, size_t n)
+static int fetch_data(void *ctx, long status, const char *p, size_t n)
 {
+    (void)status; /* the caller checks it */
     struct fetch_ctx *f = ctx;
     if (f->got + n > f->max)
         return TERN_ETOOLARGE;

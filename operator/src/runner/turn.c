@@ -779,21 +779,22 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
              struct tern_err *err)
 {
     struct turn t = {.cfg = cfg, .stop = stop, .t0 = mono_ms()};
-    char **eps = NULL;
-    size_t neps = 0;
     int rc;
 
     replay_state_init(&t.s);
     runner_spec_policy(&cfg->spec, &t.pc);
     if ((rc = load_prices(&t, err)))
         goto out;
-    if ((rc = etcd_endpoints_parse(cfg->etcd_endpoints, &eps, &neps, err))) {
-        rc = err_wrap(err, TERN_EINVALID, "TERN_ETCD_ENDPOINTS");
+    struct etcd_settings es = {.endpoints = cfg->etcd_endpoints,
+                               .ca_file = cfg->etcd_ca_file,
+                               .cert_file = cfg->etcd_cert_file,
+                               .key_file = cfg->etcd_key_file,
+                               .username = cfg->etcd_username,
+                               .password_file = cfg->etcd_password_file};
+    if ((rc = etcd_from_settings(&es, &t.etcd, err))) {
+        rc = err_wrap(err, TERN_EINVALID, "journal");
         goto out;
     }
-    struct etcd_config ec = {.endpoints = (const char *const *)eps, .nendpoints = neps};
-    if ((rc = etcd_new(&ec, &t.etcd, err)))
-        goto out;
     if ((rc = take_lock(&t, err)))
         goto out;
     struct gate_config gc = {.etcd = t.etcd, .ns = cfg->ns, .uid = cfg->uid,
@@ -899,7 +900,6 @@ out:
     journal_free(t.j);
     gate_free(t.gate);
     etcd_free(t.etcd);
-    etcd_endpoints_free(eps);
     model_client_free(t.model);
     trusted_free(t.tr);
     sbx_free(t.sbx);

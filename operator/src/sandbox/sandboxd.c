@@ -89,6 +89,11 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     (void)c;
     (void)toe;
+    struct sandboxd *d = cls;
+    if (*con_cls) {
+        atomic_store(&d->last_done_ms, now_ms());
+        atomic_fetch_sub(&d->in_flight, 1);
+    }
     req_free(cls, *con_cls);
     *con_cls = NULL;
 }
@@ -136,6 +141,11 @@ static enum MHD_Result first_call(struct sandboxd *d, struct MHD_Connection *c, 
         r->key = xstrdup(key);
     }
     const char *rest;
+    if (d->cfg.read_only && strcmp(method, "GET") != 0 && strcmp(url, "/v1/snapshot") != 0) {
+        *answered = true;
+        return sandboxd__send_error(d, c, 403, "read_only", "this tern-sandboxd serves reads only",
+                                    r, method, url);
+    }
     if (strcmp(url, "/v1/exec") == 0 && strcmp(method, "POST") == 0) {
         if (clen > TERN_SANDBOX_MAX_EXEC_BODY) {
             *answered = true;
@@ -268,9 +278,12 @@ static enum MHD_Result last_call(struct sandboxd *d, struct MHD_Connection *c, s
     } else if (strcmp(url, "/v1/snapshot") == 0) {
         if (strcmp(method, "POST") == 0)
             return sandboxd__do_snapshot(d, c, r, method, url);
-    } else if (strcmp(url, "/v1/executions") == 0) {
+    } else if (strcmp(url, "/v1/executions") == 0 && !d->cfg.read_only) {
         if (get)
             return sandboxd__do_executions(d, c, r, method, url);
+    } else if (strcmp(url, "/v1/executions/live") == 0) {
+        if (get)
+            return sandboxd__do_live(d, c, r, method, url);
     } else if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0 ||
                strcmp(url, "/version") == 0) {
         if (get) {
@@ -300,6 +313,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     struct req *r = *con_cls;
     if (!r) {
         r = xcalloc(1, sizeof *r);
+        atomic_fetch_add(&d->in_flight, 1);
         r->t0 = now_ms();
         r->tmpfd = -1;
         *con_cls = r;
@@ -487,8 +501,11 @@ int sandboxd_start(const struct sandboxd_config *cfg, struct sandboxd **ret, str
                             err);
     if (rc != 0)
         goto fail;
-    if ((rc = prepare_workspace(d, err)) != 0 || (rc = idem_open(d->wsfd, &d->idem, err)) != 0 ||
-        (rc = idem_recover(&d->idem, &d->interrupted, err)) != 0)
+    /* a read-only viewer writes nothing, not even at startup (its volume
+     * may be mounted read-only): no writable roots, no records */
+    if (!cfg->read_only &&
+        ((rc = prepare_workspace(d, err)) != 0 || (rc = idem_open(d->wsfd, &d->idem, err)) != 0 ||
+         (rc = idem_recover(&d->idem, &d->interrupted, err)) != 0))
         goto fail;
     if (cfg->landlock != SANDBOXD_LANDLOCK_OFF)
         d->landlock = sbexec_landlock_abi() > 0;
@@ -509,6 +526,8 @@ int sandboxd_start(const struct sandboxd_config *cfg, struct sandboxd **ret, str
             goto fail;
         }
     }
+    d->live = sblive_new();
+    atomic_store(&d->last_done_ms, now_ms());
     rc = listen_socket(cfg->listen ? cfg->listen : ":8080", &d->listen_fd, &d->port, err);
     if (rc != 0)
         goto fail;
@@ -544,12 +563,21 @@ int sandboxd_landlock_active(const struct sandboxd *d)
     return d->landlock;
 }
 
+int64_t sandboxd_idle_ms(struct sandboxd *d)
+{
+    if (atomic_load(&d->in_flight) > 0)
+        return 0;
+    return now_ms() - atomic_load(&d->last_done_ms);
+}
+
 void sandboxd_stop(struct sandboxd *d)
 {
     if (!d)
         return;
+    atomic_store(&d->stopping, true);
     if (d->mhd)
         MHD_stop_daemon(d->mhd);
+    sblive_free(d->live);
     if (d->listen_fd >= 0)
         close(d->listen_fd);
     idem_close(&d->idem);

@@ -40,6 +40,8 @@ struct sandboxd_config {
     struct sbexec_limits lim;
     enum sandboxd_landlock landlock;
     unsigned max_connections;
+    bool read_only;              /* serve reads only (the file viewer of a parked
+                                  * session): exec, PUT, DELETE, restore -> read_only */
     /* "NAME=value" entries every command gets over the defaults (the
      * SANDBOX_PASS_ENV variables of sandboxd's environment), or NULL;
      * borrowed */
@@ -61,6 +63,9 @@ unsigned sandboxd_port(const struct sandboxd *d);
 size_t sandboxd_interrupted(const struct sandboxd *d);
 /* True when commands are confined with Landlock. */
 int sandboxd_landlock_active(const struct sandboxd *d);
+/* Milliseconds since the last request ended, 0 while one is being served
+ * (for --idle-exit). */
+int64_t sandboxd_idle_ms(struct sandboxd *d);
 /* Stops the server (running execs are waited for) and frees d; accepts NULL. */
 void sandboxd_stop(struct sandboxd *d);
 

@@ -27,6 +27,7 @@
 #include "base/buf.h"
 #include "sandbox/idem.h"
 #include "sandbox/restore.h"
+#include "sandbox/sblive.h"
 #include "sandbox/wspath.h"
 
 #include <cJSON.h>
@@ -53,6 +54,10 @@ struct sandboxd {
     atomic_flag restoring;
     bool landlock;
     char **landlock_dirs;
+    struct sblive *live;        /* output of running execs (sblive.h) */
+    atomic_bool stopping;       /* ends live streams */
+    atomic_int in_flight;       /* requests being served */
+    atomic_llong last_done_ms;  /* when the last one ended */
 };
 
 enum kind { K_NONE, K_EXEC, K_PUT, K_RESTORE, K_DISCARD };
@@ -145,6 +150,10 @@ enum MHD_Result sandboxd__do_exec(struct sandboxd *d, struct MHD_Connection *c, 
                                   const char *method, const char *url);
 enum MHD_Result sandboxd__do_executions(struct sandboxd *d, struct MHD_Connection *c, struct req *r,
                                         const char *method, const char *url);
+/* GET /v1/executions/live?key=K[&follow=true][&stdoutOffset=N][&stderrOffset=N]:
+ * the output of a running (or just ended) exec as NDJSON (sblive.h). */
+enum MHD_Result sandboxd__do_live(struct sandboxd *d, struct MHD_Connection *c, struct req *r,
+                                  const char *method, const char *url);
 
 /* sandboxd_files.c: GET and DELETE /v1/files/<rel>; PUT in two parts:
  * sandboxd__put_begin on the first call (validates, takes the ticket, opens

@@ -486,7 +486,8 @@ static void closep(int *fd)
 /* Reads what is available from *fd into b (up to max kept), counting total.
  * Returns after at most 16 chunks so a command that writes without end
  * cannot keep the caller from its deadline checks. */
-static void pump(int *fd, struct buf *b, size_t max, uint64_t *total, bool *truncated)
+static void pump(const struct sbexec_opts *o, int stream, int *fd, struct buf *b, size_t max,
+                 uint64_t *total, bool *truncated)
 {
     char chunk[65536];
     for (int i = 0; i < 16; i++) {
@@ -500,6 +501,8 @@ static void pump(int *fd, struct buf *b, size_t max, uint64_t *total, bool *trun
             return;
         }
         *total += (uint64_t)k;
+        if (o->on_output)
+            o->on_output(o->output_ctx, stream, chunk, (size_t)k);
         size_t room = b->len < max ? max - b->len : 0;
         size_t take = (size_t)k < room ? (size_t)k : room;
         if (take)
@@ -609,9 +612,9 @@ int sbexec_run(const struct sbexec_opts *o, struct sbexec_result *ret, struct te
             goto out;
         }
         if (iout >= 0 && p[iout].revents)
-            pump(&out[0], &res.out, o->max_output, &res.out_total, &res.truncated);
+            pump(o, 0, &out[0], &res.out, o->max_output, &res.out_total, &res.truncated);
         if (ierr >= 0 && p[ierr].revents)
-            pump(&er[0], &res.err, o->max_output, &res.err_total, &res.truncated);
+            pump(o, 1, &er[0], &res.err, o->max_output, &res.err_total, &res.truncated);
         if (iin >= 0 && p[iin].revents) {
             if (p[iin].revents & (POLLERR | POLLHUP)) {
                 closep(&in[1]);

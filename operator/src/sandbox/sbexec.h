@@ -62,6 +62,10 @@ struct sbexec_opts {
     gid_t gid;
     struct sbexec_limits lim;
     const char *const *landlock_dirs; /* NULL-terminated absolute dirs, or NULL = no Landlock */
+    /* every chunk read from stdout (stream 0) or stderr (1), as it is read
+     * and before the max_output cut (sblive.h); NULL = none */
+    void (*on_output)(void *ctx, int stream, const char *p, size_t n);
+    void *output_ctx;
 };
 
 enum sbexec_status { SBEXEC_COMPLETED = 0, SBEXEC_TIMEOUT };

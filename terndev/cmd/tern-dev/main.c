@@ -29,6 +29,7 @@
 #include "devctl/satoken.h"
 #include "etcd/etcd.h"
 #include "etcdproc.h"
+#include "json/json.h"
 #include "kubelet/devwire.h"
 #include "kubelet/kubelet.h"
 
@@ -138,6 +139,42 @@ static bool pod_log_running(void *ctx, const cJSON *pod, const char *container,
     return kubelet_log_running(pod, container, restart_count);
 }
 
+/* kube-system/extension-apiserver-authentication, as kube-apiserver
+ * publishes it: how aggregated API servers recognise tern-dev's proxied
+ * requests (the front-proxy CA, its client's name, the identity headers). */
+static int publish_front_proxy(struct apirest *rest, const char *ca_pem, struct tern_err *err)
+{
+    cJSON *cm = cJSON_CreateObject();
+    cJSON_AddStringToObject(cm, "apiVersion", "v1");
+    cJSON_AddStringToObject(cm, "kind", "ConfigMap");
+    cJSON *m = cJSON_AddObjectToObject(cm, "metadata");
+    cJSON_AddStringToObject(m, "name", "extension-apiserver-authentication");
+    cJSON_AddStringToObject(m, "namespace", "kube-system");
+    cJSON *d = cJSON_AddObjectToObject(cm, "data");
+    cJSON_AddStringToObject(d, "requestheader-client-ca-file", ca_pem);
+    cJSON_AddStringToObject(d, "requestheader-allowed-names", "[\"front-proxy-client\"]");
+    cJSON_AddStringToObject(d, "requestheader-username-headers", "[\"X-Remote-User\"]");
+    cJSON_AddStringToObject(d, "requestheader-group-headers", "[\"X-Remote-Group\"]");
+    cJSON_AddStringToObject(d, "requestheader-extra-headers-prefix", "[\"X-Remote-Extra-\"]");
+    char *body = json_print(cm);
+    cJSON_Delete(cm);
+    cJSON *out = NULL;
+    int st = apirest_do(rest, "PATCH",
+                        "/api/v1/namespaces/kube-system/configmaps/"
+                        "extension-apiserver-authentication?fieldManager=tern-dev&force=true",
+                        "application/apply-patch+yaml", body, &out);
+    free(body);
+    int rc = 0;
+    if (st != 200 && st != 201) {
+        char *t = out ? json_print(out) : NULL;
+        rc = err_set(err, TERN_EINVALID, "publishing extension-apiserver-authentication: HTTP %d %s",
+                     st, t ? t : "");
+        free(t);
+    }
+    cJSON_Delete(out);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     tlog_init("tern-dev", TLOG_INFO);
@@ -183,6 +220,7 @@ int main(int argc, char **argv)
     struct apipki pki = {0};
     struct apiserver *srv = NULL;
     struct apiauth *auth = NULL;
+    struct apiagg *agg = NULL;
     struct devwire *cluster = NULL;
     char *abs_dir = NULL, *kc_path = NULL, *pid_path = NULL, *pki_dir = NULL;
 
@@ -259,6 +297,15 @@ int main(int argc, char **argv)
         goto out;
     }
     sc.auth = auth;
+    /* aggregated APIs (APIService): proxied with the front-proxy client
+     * certificate, whose CA aggregated servers read from kube-system */
+    struct apiagg_config gc = {.rest = &rest, .client_cert_pem = pki.fp_cert_pem,
+                               .client_key_pem = pki.fp_key_pem};
+    if (apiagg_new(&gc, &agg, &err) || publish_front_proxy(&rest, pki.fp_ca_pem, &err)) {
+        tlog_error("cannot set up API aggregation", "error", err.msg);
+        goto out;
+    }
+    sc.agg = agg;
     kc_path = xasprintf("%s/kubeconfig", dir);
     if (port == 0)
         sc.port = previous_port(kc_path);
@@ -332,6 +379,7 @@ int main(int argc, char **argv)
 out:
     devwire_stop(cluster, 10000); /* pods: SIGTERM, 10 s, SIGKILL */
     apiserver_stop(srv);
+    apiagg_free(agg);
     apiauth_free(auth);
     if (rest_up)
         apirest_done(&rest);

@@ -89,6 +89,11 @@ int apiauth_impersonate(struct apiauth *a, struct apiauth_identity *id, const ch
  * may do everything. Not logged (a review is not a use). */
 bool apiauth_can(void *id, const struct rbac_request *r, char *reason, size_t reason_len);
 
+/* What user u may do (apirest_req.review, for SubjectAccessReviews: ctx is
+ * the struct apiauth *): RBAC, and everything for system:masters. Not logged. */
+bool apiauth_review(void *auth, const struct rbac_user *u, const struct rbac_request *r,
+                    char *reason, size_t reason_len);
+
 /* Authorizes one request of id (admins always pass). Returns 0 to go on, or
  * TERN_EAUTH with *ret_status a 403 Status (caller owns it). */
 int apiauth_authorize(struct apiauth *a, const struct apiauth_identity *id,

@@ -25,6 +25,9 @@ void apipki_done(struct apipki *p)
     free(p->cert_pem);
     free(p->key_pem);
     free(p->token);
+    free(p->fp_ca_pem);
+    free(p->fp_cert_pem);
+    free(p->fp_key_pem);
     memset(p, 0, sizeof(*p));
 }
 
@@ -117,7 +120,7 @@ static int add_ext(X509 *cert, X509 *issuer, int nid, const char *value)
 }
 
 static X509 *new_cert(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *issuer_key,
-                      bool ca)
+                      bool ca, bool client)
 {
     X509 *c = X509_new();
     if (!c)
@@ -144,8 +147,9 @@ static X509 *new_cert(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *iss
     } else {
         bad |= add_ext(c, iss, NID_basic_constraints, "critical,CA:FALSE");
         bad |= add_ext(c, iss, NID_key_usage, "critical,digitalSignature,keyEncipherment");
-        bad |= add_ext(c, iss, NID_ext_key_usage, "serverAuth");
-        bad |= add_ext(c, iss, NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost");
+        bad |= add_ext(c, iss, NID_ext_key_usage, client ? "clientAuth" : "serverAuth");
+        if (!client)
+            bad |= add_ext(c, iss, NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost");
         bad |= add_ext(c, iss, NID_authority_key_identifier, "keyid:always");
     }
     if (bad || !X509_sign(c, issuer_key ? issuer_key : key, EVP_sha256())) {
@@ -182,8 +186,8 @@ static int generate(const char *dir, struct tern_err *err)
         rc = err_set(err, TERN_EINVALID, "EC key generation failed");
         goto out;
     }
-    ca = new_cert(cak, "tern-dev-ca", NULL, NULL, true);
-    srv = ca ? new_cert(sk, "tern-dev", ca, cak, false) : NULL;
+    ca = new_cert(cak, "tern-dev-ca", NULL, NULL, true, false);
+    srv = ca ? new_cert(sk, "tern-dev", ca, cak, false, false) : NULL;
     if (!ca || !srv) {
         rc = err_set(err, TERN_EINVALID, "certificate generation failed");
         goto out;
@@ -220,6 +224,40 @@ out:
     return rc;
 }
 
+/* The front-proxy CA and client certificate (CN front-proxy-client), made
+ * once: what tern-dev presents to aggregated API servers (apiagg.h). */
+static int generate_front_proxy(const char *dir, struct tern_err *err)
+{
+    EVP_PKEY *cak = new_key(), *k = new_key();
+    X509 *ca = cak ? new_cert(cak, "tern-dev-front-proxy-ca", NULL, NULL, true, false) : NULL;
+    X509 *cl = ca && k ? new_cert(k, "front-proxy-client", ca, cak, false, true) : NULL;
+    int rc = 0;
+    if (!cl) {
+        rc = err_set(err, TERN_EINVALID, "front-proxy certificate generation failed");
+        goto out;
+    }
+    struct {
+        const char *name;
+        char *data;
+    } files[] = {{"front-proxy-ca.crt", pem_cert(ca)},
+                 {"front-proxy-ca.key", pem_key(cak)},
+                 {"front-proxy-client.crt", pem_cert(cl)},
+                 {"front-proxy-client.key", pem_key(k)}};
+    for (size_t i = 0; i < 4; i++) {
+        char *p = xasprintf("%s/%s", dir, files[i].name);
+        if (!rc && (rc = write_file(p, files[i].data)))
+            err_set(err, rc, "writing %s", p);
+        free(p);
+        free(files[i].data);
+    }
+out:
+    X509_free(ca);
+    X509_free(cl);
+    EVP_PKEY_free(cak);
+    EVP_PKEY_free(k);
+    return rc;
+}
+
 int apipki_ensure(const char *dir, struct apipki *p, struct tern_err *err)
 {
     struct apipki r = {0};
@@ -230,9 +268,18 @@ int apipki_ensure(const char *dir, struct apipki *p, struct tern_err *err)
         if (rc)
             goto out;
     }
-    static const char *names[] = {"ca.crt", "server.crt", "server.key", "token"};
-    char **dst[] = {&r.ca_pem, &r.cert_pem, &r.key_pem, &r.token};
-    for (size_t i = 0; i < 4 && !rc; i++) {
+    char *fp = xasprintf("%s/front-proxy-client.key", dir);
+    if (access(fp, R_OK) != 0)
+        rc = generate_front_proxy(dir, err);
+    free(fp);
+    if (rc)
+        goto out;
+    static const char *names[] = {"ca.crt", "server.crt", "server.key", "token",
+                                  "front-proxy-ca.crt", "front-proxy-client.crt",
+                                  "front-proxy-client.key"};
+    char **dst[] = {&r.ca_pem, &r.cert_pem, &r.key_pem, &r.token,
+                    &r.fp_ca_pem, &r.fp_cert_pem, &r.fp_key_pem};
+    for (size_t i = 0; i < 7 && !rc; i++) {
         char *path = xasprintf("%s/%s", dir, names[i]);
         rc = read_file(path, dst[i]);
         if (rc)

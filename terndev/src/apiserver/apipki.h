@@ -4,7 +4,9 @@
  * serving certificate for 127.0.0.1/localhost signed by it (10 years), and a
  * random bearer token; later starts reuse the files, so kubeconfigs stay
  * valid across restarts. Files (mode 0600) in dir: ca.crt, ca.key,
- * server.crt, server.key, token.
+ * server.crt, server.key, token; and the front-proxy CA and client
+ * certificate, front-proxy-ca.crt/.key, front-proxy-client.crt/.key (made
+ * when missing, also in a directory of an older tern-dev).
  */
 #ifndef TERN_APIPKI_H
 #define TERN_APIPKI_H
@@ -16,6 +18,12 @@ struct apipki {
     char *cert_pem;
     char *key_pem;
     char *token;
+    /* the front-proxy CA and client certificate (CN front-proxy-client) that
+     * aggregated API servers trust (apiagg.h), published in kube-system's
+     * extension-apiserver-authentication ConfigMap */
+    char *fp_ca_pem;
+    char *fp_cert_pem;
+    char *fp_key_pem;
 };
 
 /* Loads or creates the material in dir (which must exist). Returns 0 and

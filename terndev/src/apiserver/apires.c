@@ -59,6 +59,12 @@ static const struct builtin builtins[] = {
      "SelfSubjectAccessReview", false, false, "", "", "/registry/selfsubjectaccessreviews", ""},
     {"authentication.k8s.io", "v1", "selfsubjectreviews", "selfsubjectreview",
      "SelfSubjectReview", false, false, "", "", "/registry/selfsubjectreviews", ""},
+    {"authorization.k8s.io", "v1", "subjectaccessreviews", "subjectaccessreview",
+     "SubjectAccessReview", false, false, "", "", "/registry/subjectaccessreviews", ""},
+    {"apiregistration.k8s.io", "v1", "apiservices", "apiservice", "APIService", false, true, "",
+     "api-extensions", "/registry/apiregistration.k8s.io/apiservices", ""},
+    {"discovery.k8s.io", "v1", "endpointslices", "endpointslice", "EndpointSlice", true, false,
+     "", "", "/registry/endpointslices", ""},
     {"apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
      "CustomResourceDefinition", false, true, "crd,crds", "api-extensions",
      "/registry/apiextensions.k8s.io/customresourcedefinitions", ""},
@@ -214,7 +220,8 @@ static struct apires_table *table_build(cJSON *crds)
         r->list_kind = xasprintf("%sList", b->kind);
         r->namespaced = b->namespaced;
         r->review = strcmp(b->kind, "SelfSubjectAccessReview") == 0 ||
-                    strcmp(b->kind, "SelfSubjectReview") == 0;
+                    strcmp(b->kind, "SelfSubjectReview") == 0 ||
+                    strcmp(b->kind, "SubjectAccessReview") == 0;
         r->has_status = b->has_status;
         r->core_event = strcmp(b->group, "events.k8s.io") == 0;
         r->short_names = split_list(b->shorts);

@@ -71,6 +71,11 @@ struct apirest_req {
     bool (*can)(void *ctx, const struct rbac_request *r, char *reason, size_t reason_len);
     void *can_ctx;
     const struct rbac_user *user;   /* who asks (SelfSubjectReview); NULL = in-process */
+    /* What any user may do, for SubjectAccessReviews (apiauth_review);
+     * NULL = everything. */
+    bool (*review)(void *ctx, const struct rbac_user *u, const struct rbac_request *r,
+                   char *reason, size_t reason_len);
+    void *review_ctx;
 };
 
 struct apirest_watch;

@@ -36,6 +36,8 @@ static const struct kind_fields kind_fields[] = {
     {"ClusterRole", ",rules,aggregationRule,"},
     {"RoleBinding", ",subjects,roleRef,"},
     {"ClusterRoleBinding", ",subjects,roleRef,"},
+    {"EndpointSlice", ",addressType,endpoints,ports,"},
+    {"SubjectAccessReview", ",spec,status,"},
 };
 
 static const char *allowed_top(const struct apires *res)

@@ -357,8 +357,33 @@ void apirest__handle_review(struct rq *q)
     }
     char reason[1024] = "";
     bool allowed = true;
-    if (q->req->can)
+    if (strcmp(q->res->kind, "SubjectAccessReview") == 0) {
+        /* for the user the spec names (an aggregated server asking about
+         * its caller); the requester's own right to ask was authorized as
+         * create subjectaccessreviews */
+        const char *user = apirest__jstr(spec, "user");
+        if (!user || !*user) {
+            struct apistatus_fields f = {0};
+            apistatus_fields_addv(&f, APISTATUS_F_INVALID, "spec.user", "\"\"",
+                                  "at least one of user or group must be specified");
+            apirest__respond_status(q->resp,
+                                    apistatus_invalid(q->res->group, q->res->kind, "", &f));
+            apistatus_fields_done(&f);
+            cJSON_Delete(obj);
+            return;
+        }
+        struct rbac_user u = {.name = user};
+        const cJSON *g;
+        cJSON_ArrayForEach(g, json_get(spec, "groups"))
+        {
+            if (cJSON_IsString(g) && u.ngroups < RBAC_MAX_GROUPS)
+                u.groups[u.ngroups++] = g->valuestring;
+        }
+        if (q->req->review)
+            allowed = q->req->review(q->req->review_ctx, &u, &r, reason, sizeof reason);
+    } else if (q->req->can) {
         allowed = q->req->can(q->req->can_ctx, &r, reason, sizeof reason);
+    }
     cJSON *out = cJSON_CreateObject();
     cJSON_AddStringToObject(out, "kind", q->res->kind);
     cJSON_AddStringToObject(out, "apiVersion", "authorization.k8s.io/v1");

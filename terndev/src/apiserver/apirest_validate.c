@@ -12,6 +12,8 @@
 #include "base/mem.h"
 #include "json/json.h"
 
+#include <arpa/inet.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,6 +241,60 @@ static bool pod_spec_changed(const cJSON *old, const cJSON *neu)
     return changed;
 }
 
+/* EndpointSlice addresses as kube-apiserver checks them
+ * (pkg/apis/discovery/validation): the address type, and for IPv4 a valid
+ * address that is not unspecified, loopback or link-local. */
+static void validate_endpoint_slice(const cJSON *obj, struct apistatus_fields *f)
+{
+    const cJSON *at = json_get(obj, "addressType");
+    const char *t = cJSON_IsString(at) ? at->valuestring : NULL;
+    if (!t) {
+        apistatus_fields_addv(f, APISTATUS_F_REQUIRED, "addressType", NULL, NULL);
+        return;
+    }
+    if (strcmp(t, "IPv4") != 0 && strcmp(t, "IPv6") != 0 && strcmp(t, "FQDN") != 0) {
+        apistatus_fields_add(f, APISTATUS_F_UNSUPPORTED, "addressType", at,
+                             "supported values: \"FQDN\", \"IPv4\", \"IPv6\"");
+        return;
+    }
+    int i = 0;
+    const cJSON *ep;
+    cJSON_ArrayForEach(ep, json_get(obj, "endpoints"))
+    {
+        const cJSON *addrs = json_get(ep, "addresses");
+        char path[64];
+        if (!cJSON_IsArray(addrs) || !addrs->child) {
+            snprintf(path, sizeof path, "endpoints[%d].addresses", i);
+            apistatus_fields_addv(f, APISTATUS_F_REQUIRED, path, NULL,
+                                  "must contain at least 1 address");
+        }
+        int j = 0;
+        const cJSON *a;
+        cJSON_ArrayForEach(a, addrs)
+        {
+            snprintf(path, sizeof path, "endpoints[%d].addresses[%d]", i, j++);
+            struct in_addr v4;
+            if (strcmp(t, "IPv4") != 0)
+                continue;
+            if (!cJSON_IsString(a) || inet_pton(AF_INET, a->valuestring, &v4) != 1) {
+                apistatus_fields_add(f, APISTATUS_F_INVALID, path, a, "must be a valid IP address");
+                continue;
+            }
+            uint32_t h = ntohl(v4.s_addr);
+            if (h == 0)
+                apistatus_fields_add(f, APISTATUS_F_INVALID, path, a, "may not be unspecified (0.0.0.0)");
+            else if ((h >> 24) == 127)
+                apistatus_fields_add(f, APISTATUS_F_INVALID, path, a,
+                                     "may not be in the loopback range (127.0.0.0/8, ::1/128)");
+            else if ((h >> 16) == 0xa9fe)
+                apistatus_fields_add(f, APISTATUS_F_INVALID, path, a,
+                                     "may not be in the link-local range (169.254.0.0/16, "
+                                     "fe80::/10)");
+        }
+        i++;
+    }
+}
+
 void apirest__validate_builtin(const struct apires *res, const cJSON *obj, const cJSON *old,
                                const char *sub, struct apistatus_fields *f)
 {
@@ -297,6 +353,8 @@ void apirest__validate_builtin(const struct apires *res, const cJSON *obj, const
                 apistatus_fields_addv(f, APISTATUS_F_INVALID, "spec.template", NULL,
                                       "field is immutable");
         }
+    } else if (strcmp(k, "EndpointSlice") == 0) {
+        validate_endpoint_slice(obj, f);
     } else if (strcmp(k, "PersistentVolumeClaim") == 0) {
         const cJSON *am = json_get(spec, "accessModes");
         if (!cJSON_IsArray(am) || !am->child)

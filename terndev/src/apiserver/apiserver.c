@@ -20,6 +20,7 @@ struct apiserver {
     struct apirest *rest;
     char *cert, *key, *token;
     struct apiauth *auth;
+    struct apiagg *agg;
     uint16_t port;
     atomic_bool stopping;
 };
@@ -202,6 +203,117 @@ static enum MHD_Result send_status(struct MHD_Connection *conn, int code, cJSON 
     return ret;
 }
 
+/* ---- aggregated APIs (apiagg.h) ------------------------------------------- */
+
+struct proxied {
+    struct apiserver *srv;
+    struct MHD_Connection *conn;
+    struct apiagg_conn *up;
+};
+
+static ssize_t proxy_reader(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    struct proxied *p = cls;
+    for (;;) {
+        if (atomic_load(&p->srv->stopping))
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        ssize_t n = apiagg_read(p->up, out, max, 1000);
+        if (n > 0)
+            return n;
+        if (n == 0)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (n != -EAGAIN)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (client_gone(p->conn))
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+}
+
+static void proxy_free(void *cls)
+{
+    struct proxied *p = cls;
+    apiagg_close(p->up);
+    free(p);
+}
+
+static void escape_into(struct buf *b, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            *p == '-' || *p == '.' || *p == '_' || *p == '~')
+            buf_putc(b, (char)*p);
+        else
+            buf_printf(b, "%%%02X", *p);
+    }
+}
+
+/* The request, proxied to the APIService's backend as the authenticated
+ * (or impersonated) user; the answer streamed back. */
+static enum MHD_Result proxy(struct apiserver *s, struct conn_ctx *c, const cJSON *as,
+                             const char *method, const char *url, const struct args *a)
+{
+    struct buf pq;
+    buf_init(&pq, TERN_HTTP_MAX_URL);
+    for (const char *p = url; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch <= ' ' || ch >= 0x7f || ch == '?' || ch == '#' || ch == '%')
+            buf_printf(&pq, "%%%02X", ch);
+        else
+            buf_putc(&pq, (char)ch);
+    }
+    for (size_t i = 0; i < a->n; i++) {
+        buf_putc(&pq, i ? '&' : '?');
+        escape_into(&pq, a->v[i].key);
+        buf_putc(&pq, '=');
+        escape_into(&pq, a->v[i].value);
+    }
+    static const struct rbac_user anonymous = {"system:anonymous", {"system:unauthenticated"}, 1};
+    const struct rbac_user *u = s->auth ? &c->who.user : &anonymous;
+    struct apiagg_conn *up = NULL;
+    struct tern_err err = {0};
+    int rc = apiagg_open(s->agg, as, method, buf_str(&pq),
+                         MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Accept"),
+                         MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Content-Type"),
+                         c->body.data, c->body.len, u, &up, &err);
+    buf_done(&pq);
+    if (rc)
+        return send_status(c->conn, 503,
+                           apistatus_new(503, "ServiceUnavailable", err.msg, NULL, NULL, NULL));
+    struct proxied *p = xcalloc(1, sizeof *p);
+    p->srv = s;
+    p->conn = c->conn;
+    p->up = up;
+    struct MHD_Response *mr =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, proxy_reader, p, proxy_free);
+    if (!mr) {
+        proxy_free(p);
+        return MHD_NO;
+    }
+    MHD_add_response_header(mr, "Content-Type", apiagg_content_type(up));
+    MHD_add_response_header(mr, "Cache-Control", "no-cache, private");
+    enum MHD_Result ret = MHD_queue_response(c->conn, (unsigned)apiagg_status(up), mr);
+    MHD_destroy_response(mr);
+    return ret;
+}
+
+/* /apis lists the aggregated groups too. */
+static void add_aggregated_groups(struct apiserver *s, struct apirest_resp *r)
+{
+    cJSON *doc = NULL;
+    if (json_parse(r->body.data ? r->body.data : "", r->body.len, &doc, NULL) != 0)
+        return;
+    cJSON *groups = (cJSON *)json_get(doc, "groups");
+    if (cJSON_IsArray(groups)) {
+        apiagg_add_groups(s->agg, groups);
+        char *t = json_print(doc);
+        buf_reset(&r->body);
+        buf_puts(&r->body, t);
+        free(t);
+    }
+    cJSON_Delete(doc);
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
                                const char *method, const char *version, const char *upload,
                                size_t *upload_size, void **con_cls)
@@ -248,15 +360,45 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         .body_too_large = c->too_large,
         .can = s->auth ? apiauth_can : NULL,
         .can_ctx = &c->who,
+        .review = s->auth ? apiauth_review : NULL,
+        .review_ctx = s->auth,
         .user = s->auth ? &c->who.user : NULL,
     };
+    cJSON *as = s->agg ? apiagg_match(s->agg, url) : NULL;
+    if (as && strcmp(url, "/apis/") != 0 && !strchr(url + 6, '/')) {
+        /* /apis/<group> of an aggregated group: answered here, as
+         * kube-aggregator does */
+        free(a.v);
+        cJSON *doc = apiagg_group_doc(s->agg, url + 6);
+        cJSON_Delete(as);
+        if (!doc)
+            return send_status(conn, 404, apistatus_not_found("", "", url + 6));
+        struct apirest_resp r = {.status = 200, .content_type = "application/json"};
+        buf_init(&r.body, 1u << 20);
+        char *t = json_print(doc);
+        buf_puts(&r.body, t);
+        free(t);
+        cJSON_Delete(doc);
+        enum MHD_Result ret = send_simple(conn, &r);
+        apirest_resp_done(&r);
+        return ret;
+    }
     cJSON *denied = NULL;
     if (s->auth && apiauth_authorize(s->auth, &c->who, &req, &denied)) {
         free(a.v);
+        cJSON_Delete(as);
         return send_status(conn, 403, denied);
+    }
+    if (as) {
+        enum MHD_Result ret = proxy(s, c, as, method, url, &a);
+        free(a.v);
+        cJSON_Delete(as);
+        return ret;
     }
     apirest_handle(s->rest, &req, &c->resp);
     free(a.v);
+    if (s->agg && strcmp(url, "/apis") == 0 && c->resp.status == 200 && !c->resp.watch)
+        add_aggregated_groups(s, &c->resp);
     if (!c->resp.watch)
         return send_simple(conn, &c->resp);
     struct MHD_Response *mr =
@@ -280,6 +422,7 @@ int apiserver_start(const struct apiserver_config *cfg, struct apiserver **ret,
     s->key = xstrdup(cfg->key_pem);
     s->token = cfg->token ? xstrdup(cfg->token) : NULL;
     s->auth = cfg->auth;
+    s->agg = cfg->agg;
     atomic_init(&s->stopping, false);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(cfg->port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -7,10 +7,13 @@
  * query, hands the request to apirest, and streams watches with chunked
  * encoding: each event line is flushed as it comes; a client that went
  * away is noticed within a second (socket hang-up) and its watch ends.
+ * Paths of an aggregated API (an APIService with a service) are proxied to
+ * it once authorized, and streamed back the same way.
  */
 #ifndef TERN_APISERVER_H
 #define TERN_APISERVER_H
 
+#include "apiagg.h"
 #include "apiauth.h"
 #include "apirest.h"
 #include "base/err.h"
@@ -28,6 +31,8 @@ struct apiserver_config {
                                * both NULL = no authentication */
     struct apiauth *auth;     /* borrowed, may be NULL: authentication and
                                * authorization of every request */
+    struct apiagg *agg;       /* borrowed, may be NULL: APIService proxying
+                               * (apiagg.h), after authorization */
     uint16_t port;            /* 0 = any free port */
 };
 

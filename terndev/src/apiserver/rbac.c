@@ -272,7 +272,9 @@ bool rbac_allows(const struct rbac_policy *p, const struct rbac_user *u,
 const char *rbac_verb(const char *method, bool has_name, bool watch)
 {
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
-        return watch ? "watch" : has_name ? "get" : "list";
+        /* as kube-apiserver's RequestInfo: a named GET is get, watch=true
+         * or not (a watch names one object with a field selector) */
+        return has_name ? "get" : watch ? "watch" : "list";
     if (strcmp(method, "POST") == 0)
         return "create";
     if (strcmp(method, "PUT") == 0)

@@ -70,8 +70,8 @@ struct rbac_policy {
 bool rbac_allows(const struct rbac_policy *p, const struct rbac_user *u,
                  const struct rbac_request *r, char *reason, size_t reason_len);
 
-/* The verb of an HTTP request on a resource: GET is get with a name, watch
- * with watch=true, else list; POST create; PUT update; PATCH patch; DELETE
+/* The verb of an HTTP request on a resource: GET is get with a name (even
+ * with watch=true, as in kube-apiserver), else watch with watch=true, else list; POST create; PUT update; PATCH patch; DELETE
  * delete with a name, else deletecollection. NULL for other methods. */
 const char *rbac_verb(const char *method, bool has_name, bool watch);
 
