@@ -22,7 +22,7 @@ RUN make -j"$(nproc)" build/bin/tern-operator build/bin/tern-runner build/bin/te
 FROM debian:12-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libcurl4 libcjson1 libyaml-0-2 libssl3 \
-      libmicrohttpd12 ca-certificates tzdata git \
+      libmicrohttpd12 ca-certificates git tzdata \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/bin/tern-operator /src/build/bin/tern-runner \
      /src/build/bin/tern-pki /src/build/bin/kubectl-tern /src/build/bin/tern-fakellm \

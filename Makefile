@@ -61,7 +61,7 @@ REPLAY_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(O)/tests/replay/%)
 BENCH_SRCS := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(O)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all asan fuzz test unit deps lint valgrind demo clean format bench kube images images-deps chaos
+.PHONY: all asan fuzz test unit deps lint valgrind demo clean format bench kube images images-deps chaos differential
 .DEFAULT_GOAL := all
 
 all: $(ALL_LIBS) $(CMD_BINS) $(FAKE_BINS) $(UNIT_BINS) $(INTEG_BINS) $(REPLAY_BINS) $(BENCH_BINS)
@@ -157,6 +157,12 @@ chaos: all
 	@if command -v go >/dev/null 2>&1; then tests/kube/build build/kube/bin; fi
 	@TERN_SIZE_TURNS=10000 build/tests/integration/test_journal_size
 	@/usr/bin/python3 tests/chaos/chaos.py $(CHAOS_ARGS)
+
+# tern-dev against kube-apiserver with every installed kubectl (make test
+# runs the oldest and the default one)
+differential: all
+	@tests/kube/build build/kube/bin
+	@TERN_CLUSTER=kube TERN_DIFF_KUBECTLS=all /usr/bin/python3 tests/integration/test_differential.py
 
 valgrind: all
 	@tests/run-suites valgrind $(O)

@@ -532,12 +532,16 @@ class Local:
                "type": "Opaque", "data": {key: base64.b64encode(value.encode()).decode()}}
         return self.kubectl("apply", "-f", "-", input=json.dumps(obj))
 
+    CRDS = ("agentsessions.tern.dev", "agentsessiontemplates.tern.dev", "agenttriggers.tern.dev",
+            "agentbudgets.tern.dev")
+
     def apply_crd(self):
-        """Both CRDs: AgentSession and AgentBudget."""
-        for name in ("agentsessions.tern.dev", "agentbudgets.tern.dev"):
-            self.kubectl("apply", "-f", os.path.join(ROOT, "crds", name + ".yaml"))
-        self.kubectl("wait", "--for=condition=established", "--timeout=60s",
-                     "crd/agentsessions.tern.dev", "crd/agentbudgets.tern.dev")
+        """Every CRD of crds/ (AgentSession, AgentSessionTemplate, AgentTrigger, AgentBudget)."""
+        for n in self.CRDS:
+            path = os.path.join(ROOT, "crds", n + ".yaml")
+            if os.path.exists(path):
+                self.kubectl("apply", "-f", path)
+                self.kubectl("wait", "--for=condition=established", "--timeout=60s", "crd/" + n)
 
     def session(self, name, ns="default"):
         return self.get_json("agentsession", name, "-n", ns)

@@ -1,8 +1,52 @@
--- Argo CD health check for tern.dev/AgentSession.
--- Install: argocd-cm, key "resource.customizations.health.tern.dev_AgentSession"
--- (see docs/gitops.md). Reads only status written by tern-operator.
+-- Argo CD health check for tern.dev's kinds: AgentSession, AgentTrigger and
+-- AgentSessionTemplate (one script, by obj.kind). Install it in argocd-cm
+-- under "resource.customizations.health.tern.dev_AgentSession",
+-- "..._AgentTrigger" and "..._AgentSessionTemplate" (see docs/gitops.md).
+-- Reads only status written by tern-operator.
 hs = {}
 local st = obj.status
+if obj.kind == "AgentSessionTemplate" then
+  -- a template has no status: it is data that sessions copy once
+  hs.status = "Healthy"
+  hs.message = "template"
+  return hs
+end
+if obj.kind == "AgentTrigger" then
+  if st == nil or st.conditions == nil then
+    hs.status = "Progressing"
+    hs.message = "waiting for tern-operator to pick the trigger up"
+    return hs
+  end
+  if obj.metadata ~= nil and obj.metadata.generation ~= nil and
+     (st.observedGeneration == nil or st.observedGeneration < obj.metadata.generation) then
+    hs.status = "Progressing"
+    hs.message = "tern-operator has not yet seen the latest spec"
+    return hs
+  end
+  local ready = nil
+  for _, c in ipairs(st.conditions) do
+    if c.type == "Ready" then ready = c end
+  end
+  if ready ~= nil and ready.status == "False" then
+    hs.status = "Degraded"
+    hs.message = (ready.reason or "NotReady") .. ": " .. (ready.message or "")
+    return hs
+  end
+  if obj.spec ~= nil and obj.spec.suspend == true then
+    hs.status = "Suspended"
+    hs.message = "suspended (spec.suspend)"
+    return hs
+  end
+  hs.status = "Healthy"
+  local n = (st.active ~= nil) and #st.active or 0
+  hs.message = "last session " .. (st.lastSession or "none") .. ", " .. n .. " active"
+  return hs
+end
+if st ~= nil and st.reason == "TemplateNotFound" then
+  hs.status = "Degraded"
+  hs.message = "blocked: TemplateNotFound: " .. (st.message or "")
+  return hs
+end
 if st == nil or st.conditions == nil then
   hs.status = "Progressing"
   hs.message = "waiting for tern-operator to pick the session up"

@@ -27,6 +27,8 @@ not counted; their summaries are printed.
 
 Needs `make kube`. Run: TERN_CLUSTER=kube /usr/bin/python3 tests/integration/test_differential.py
   TERN_DIFF_ONLY=kubectl-1.33,python-client,operator,node  runs some sources only
+  TERN_DIFF_KUBECTLS=all  every installed kubectl (make differential); by
+                          default the oldest and /usr/bin/kubectl
 """
 # runs on: kube
 import glob
@@ -53,10 +55,16 @@ ADMIN = "tern-dev:admin"  # tern-dev's admin; the real server's client certifica
 
 
 def kubectls():
+    """The oldest installed kubectl and /usr/bin/kubectl (the one matching
+    the server); every installed version with TERN_DIFF_KUBECTLS=all (make
+    differential): each version is a fresh pair of servers, a minute or
+    more, and the versions between differ little."""
     out = []
     for p in sorted(glob.glob("/usr/lib/google-cloud-sdk/bin/kubectl.1.*"),
                     key=lambda p: int(p.rsplit(".", 1)[1])):
         out.append(("kubectl-" + p.split("kubectl.")[1], p))
+    if os.environ.get("TERN_DIFF_KUBECTLS") != "all":
+        out = out[:1]
     out.append(("kubectl-default", "/usr/bin/kubectl"))
     return out
 

@@ -1,7 +1,8 @@
 """deploy/gitops/argocd-health.lua and argocd-health-agentbudget.lua, the Argo
-CD health checks, run by a real Lua 5.4 on AgentSession and AgentBudget
-objects in each state the operator writes (the `obj` global and the returned
-`hs` table are what Argo CD provides and reads)."""
+CD health checks, run by a real Lua 5.4 on AgentSession, AgentTrigger,
+AgentSessionTemplate and AgentBudget objects in each state the operator
+writes (the `obj` global and the returned `hs` table are what Argo CD
+provides and reads)."""
 import json
 import os
 import subprocess
@@ -84,6 +85,36 @@ def main():
                  message="AgentBudget team: 3 of 3 concurrent sessions run; position 2 of 4",
                  conditions=[cond("Failed", "False")]),
          "Suspended", "queued: ConcurrencyLimit: AgentBudget team: 3 of 3"),
+        ("template_missing_is_degraded",
+         session(phase="Pending", reason="TemplateNotFound",
+                 message="agentsessiontemplate reviewer not found in namespace dev"),
+         "Degraded", "TemplateNotFound: agentsessiontemplate reviewer"),
+        ("template_kind_is_healthy",
+         {"kind": "AgentSessionTemplate", "metadata": {"name": "t"}, "spec": {}},
+         "Healthy", "template"),
+        ("trigger_without_status_is_progressing",
+         {"kind": "AgentTrigger", "metadata": {"generation": 1}, "spec": {}},
+         "Progressing", "pick the trigger up"),
+        ("trigger_ready_is_healthy",
+         dict(session(observedGeneration=2, lastSession="pr-review-0123456789abcdef",
+                      active=["pr-review-0123456789abcdef"],
+                      conditions=[cond("Ready", "True", "Ready")]),
+              kind="AgentTrigger", spec={}),
+         "Healthy", "last session pr-review-0123456789abcdef, 1 active"),
+        ("trigger_invalid_is_degraded",
+         dict(session(observedGeneration=2,
+                      conditions=[cond("Ready", "False", "InvalidTimeZone",
+                                       "Mars/Olympus: no such zone")]),
+              kind="AgentTrigger", spec={}),
+         "Degraded", "InvalidTimeZone: Mars/Olympus"),
+        ("trigger_suspended",
+         dict(session(observedGeneration=2, conditions=[cond("Ready", "True", "Ready")]),
+              kind="AgentTrigger", spec={"suspend": True}),
+         "Suspended", "spec.suspend"),
+        ("trigger_old_generation_is_progressing",
+         dict(session(gen=3, observedGeneration=2, conditions=[cond("Ready", "True", "Ready")]),
+              kind="AgentTrigger", spec={}),
+         "Progressing", "latest spec"),
     ]
     budget = {"metadata": {"name": "team", "generation": 2}}
     budget_cases = [

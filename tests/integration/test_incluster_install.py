@@ -435,6 +435,76 @@ def step_suspend_and_delete(r):
             "-l", "tern.dev/session-uid=" + uid, "-o", "name").strip() == "", 60, interval=0.2)
 
 
+TICK = """apiVersion: tern.dev/v1alpha1
+kind: AgentTrigger
+metadata: {name: tick}
+spec:
+  templateRef: {name: demo-tpl}
+  objective: "%s (slot {{ scheduledTime }})"
+  schedule: {cron: "* * * * *", concurrencyPolicy: Replace}
+"""
+
+
+def demo_template(t):
+    """examples/demo.yaml's spec without its objective, as a template (its
+    trusted tools included): the demo session's behaviour, from a trigger."""
+    demo = yaml.safe_load(demo_manifest(t, "demo"))
+    spec = demo["spec"]
+    objective = " ".join(spec.pop("objective").split())
+    tpl = {"apiVersion": "tern.dev/v1alpha1", "kind": "AgentSessionTemplate",
+           "metadata": {"name": "demo-tpl"}, "spec": spec}
+    return json.dumps(tpl), objective
+
+
+def step_templates_and_triggers(r):
+    """The template and trigger grants: a session naming a template (get
+    agentsessiontemplates); an every-minute trigger with Replace whose
+    first session (the demo's, which waits for approval to publish) is
+    still running at the next slot, which deletes it (delete agentsessions)
+    and then finds its name taken by a session that is not the trigger's
+    (get agentsessions, a Warning NameInUse)."""
+    t = r.t
+    tpl, objective = demo_template(t)
+    t.kubectl("apply", "-n", NS, "-f", "-", input=tpl)
+    t.kubectl("apply", "-n", NS, "-f", "-", input="""apiVersion: tern.dev/v1alpha1
+kind: AgentSession
+metadata: {name: templated}
+spec:
+  objective: look around
+  templateRef: {name: demo-tpl}
+  suspend: true
+""")
+    s = t.wait_session("templated", "template recorded",
+                       lambda s: (s.get("status") or {}).get("template"), 60, ns=NS)
+    eq(s["status"]["template"]["spec"]["model"]["name"], "fake-demo", "recorded template")
+    import time as _time
+    m1 = int(_time.time() // 60) + 1
+    if m1 * 60 - _time.time() < 10:
+        _time.sleep(m1 * 60 - _time.time() + 1)  # clear of a minute boundary
+        m1 += 1
+    t.kubectl("apply", "-n", NS, "-f", "-", input=TICK % objective.replace('"', "'"))
+    for m in (m1 + 1, m1 + 2):  # names the trigger will want after its first
+        t.kubectl("apply", "-n", NS, "-f", "-", input="""apiVersion: tern.dev/v1alpha1
+kind: AgentSession
+metadata: {name: tick-%d}
+spec: {objective: a squatter, suspend: true}
+""" % m)
+    first = "tick-%d" % m1
+    s = t.wait_session(first, "created by the trigger", lambda s: s, 150, ns=NS)
+    eq(s["spec"]["templateRef"]["name"], "demo-tpl", "the trigger's first session")
+    wait_for("%s deleted by Replace" % first, lambda: t.kubectl(
+        "get", "agentsession", first, "-n", NS, "--ignore-not-found", "-o", "name").strip() == "",
+        150, interval=0.5)
+
+    def name_in_use():
+        evs = t.get_json("events", "-n", NS, "--field-selector", "involvedObject.name=tick")
+        return any(e.get("reason") == "NameInUse" for e in evs.get("items", []))
+    wait_for("Warning NameInUse on tick", name_in_use, 60, interval=0.5)
+    t.kubectl("delete", "agenttrigger", "tick", "-n", NS, "--timeout=60s")
+    t.kubectl("delete", "agentsession", "templated", "tick-%d" % (m1 + 1), "tick-%d" % (m1 + 2),
+              "-n", NS, "--ignore-not-found", "--timeout=60s")
+
+
 def step_shutdown_flush(r):
     """Ends the good run: the operator pod is deleted (SIGTERM: the recorder
     flushes its Event series, the leader releases its Lease) and the
@@ -626,6 +696,7 @@ def main():
             ("fork_and_repeated_event", step_fork_and_events, "demo_session_completes"),
             ("certificates_rotate", step_rotate_certificates, "fork_and_repeated_event"),
             ("suspend_and_delete", step_suspend_and_delete, "fork_and_repeated_event"),
+            ("templates_and_triggers", step_templates_and_triggers, "demo_session_completes"),
             ("operator_pod_restart", step_shutdown_flush, "install_with_apply_k"),
             ("rbac_no_denials", step_no_denials, "operator_pod_restart"),
             ("rbac_no_excess_operator", step_excess_operator, "operator_pod_restart"),

@@ -215,6 +215,28 @@ def main():
         eq(rc != 0, True, "etcd.deploy=false without endpoints fails")
         contains(err, "etcd.external.endpoints is required when etcd.deploy is false", "message")
 
+    def webhook_receiver():
+        objs = index(template("webhook.enabled=true", "webhook.tlsSecretName=hook-tls"))
+        pod = objs[("Deployment", "tern-operator")]["spec"]["template"]["spec"]
+        c = pod["containers"][0]
+        for a in ("--webhook-addr=:9443", "--webhook-tls-cert=/var/run/tern/webhook-tls/tls.crt",
+                  "--webhook-tls-key=/var/run/tern/webhook-tls/tls.key"):
+            contains(c["args"], a, "args")
+        contains(c["ports"], {"name": "webhook", "containerPort": 9443}, "port")
+        eq(len({p["containerPort"] for p in c["ports"]}), len(c["ports"]), "distinct ports")
+        contains(c["volumeMounts"], {"name": "webhook-tls", "mountPath": "/var/run/tern/webhook-tls",
+                                     "readOnly": True}, "TLS mount")
+        contains(pod["volumes"], {"name": "webhook-tls", "secret": {"secretName": "hook-tls"}},
+                 "TLS volume")
+        svc = objs[("Service", "tern-webhook")]["spec"]
+        eq(svc["ports"], [{"name": "https", "port": 443, "targetPort": "webhook"}], "Service")
+        eq(svc["selector"]["app.kubernetes.io/component"], "operator", "selects every replica")
+        rc, out, err = helm("template", RELEASE, CHART, "--set", "webhook.enabled=true",
+                            check=False)
+        eq(rc != 0, True, "webhook.enabled without a TLS Secret fails")
+        contains(err, "webhook.tlsSecretName is required", "message")
+        eq(("Service", "tern-webhook") in index(template()), False, "off by default")
+
     def policy_off_and_pod_ip():
         objs = index(template("approvals.policy=false", "operator.listenOnPodIP=true",
                               "approvals.approverGroup=leads"))
@@ -262,6 +284,7 @@ def main():
                 suite.run(name, fn)
         suite.run("values_external_etcd_with_tls", external_etcd_with_tls)
         suite.run("values_policy_off_pod_ip_group", policy_off_and_pod_ip)
+        suite.run("values_webhook_receiver", webhook_receiver)
         suite.run("values_schema_refuses_wrong_type", schema_refuses_wrong_type)
         suite.run("kube_version_floor_1_32", kube_version_floor)
     suite.run("values_schema", values_schema)

@@ -7,7 +7,9 @@
  * --leader-elect, --metrics-addr, --health-addr, --runner-image,
  * --sandbox-image, plus --log-level, --workers, --runner-service-account,
  * --lease-namespace, --id. */
+#include "base/buf.h"
 #include "base/err.h"
+#include "base/limits.h"
 #include "base/mem.h"
 #include "base/num.h"
 #include "base/tlog.h"
@@ -23,6 +25,7 @@
 #include "metrics/metrics.h"
 #include "streamapi/sapi.h"
 #include "streamapi/sapi_kube.h"
+#include "trigger/tctl.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -45,15 +48,17 @@ struct opts {
     const char *api_addr, *api_cert, *api_key, *api_ca, *apiservice;
     const char *prices_cm, *test_clock;
     const char *egress_proxy, *egress_proxy_ns, *egress_proxy_labels;
+    const char *webhook_addr, *webhook_cert, *webhook_key, *zoneinfo, *fault;
     bool leader_elect, journal_init;
-    int64_t workers;
+    int64_t workers, clock_skew;
     int64_t session_ttl;
 };
 
 static const struct flag {
     const char *name, *env, *help;
     size_t off;
-    int kind; /* 0 string, 1 bool, 2 int (1..64), 3 seconds (0..31536000) */
+    int kind; /* 0 string, 1 bool, 2 int (1..64), 3 seconds (0..31536000), 4 signed
+                * seconds (a clock skew, +-10 years) */
 } flags[] = {
 #define F(n, e, k, field, h) {n, e, h, offsetof(struct opts, field), k}
     F("kubeconfig", "TERN_KUBECONFIG", 0, kubeconfig, "kubeconfig file (default: in-cluster)"),
@@ -102,6 +107,17 @@ static const struct flag {
       "namespace of the proxy pods (with --egress-proxy-labels)"),
     F("egress-proxy-labels", "TERN_EGRESS_PROXY_LABELS", 0, egress_proxy_labels,
       "k=v,... of the proxy pods: sandbox NetworkPolicies admit them (default: by address)"),
+    F("webhook-addr", "TERN_WEBHOOK_ADDR", 0, webhook_addr,
+      "HOST:PORT of the AgentTrigger webhook receiver, HTTPS (empty: off)"),
+    F("webhook-tls-cert", "TERN_WEBHOOK_TLS_CERT", 0, webhook_cert,
+      "PEM certificate file of the webhook receiver"),
+    F("webhook-tls-key", "TERN_WEBHOOK_TLS_KEY", 0, webhook_key, "PEM key file of that certificate"),
+    F("zoneinfo-dir", "TERN_ZONEINFO_DIR", 0, zoneinfo,
+      "tz database of AgentTrigger schedules (default /usr/share/zoneinfo)"),
+    F("trigger-clock-skew", "TERN_TRIGGER_CLOCK_SKEW", 4, clock_skew,
+      "seconds added to the schedules' clock (tests only)"),
+    F("fault", "TERN_FAULT", 0, fault,
+      "tests only: webhook-exit-before-create | webhook-exit-after-create"),
     F("lease-namespace", "TERN_POD_NAMESPACE", 0, lease_ns, "namespace of the leader Lease"),
     F("id", "TERN_POD_NAME", 0, id, "this replica's identity"),
     F("log-level", "TERN_LOG_LEVEL", 0, log_level, "debug|info|warn|error"),
@@ -132,6 +148,9 @@ static int set_flag(struct opts *o, const struct flag *f, const char *v)
         else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
             *(bool *)base = false;
         else
+            return -EINVAL;
+    } else if (f->kind == 4) {
+        if (num_parse_range(v, -315360000, 315360000, (int64_t *)base))
             return -EINVAL;
     } else if (num_parse_range(v, f->kind == 3 ? 0 : 1, f->kind == 3 ? 31536000 : 64,
                                (int64_t *)base)) {
@@ -318,6 +337,7 @@ static void on_api_error(void *ctx, const char *what, const struct tern_err *err
 
 struct app {
     struct controller *ctl;
+    struct tctl *triggers;
     struct metrics *metrics;
 };
 
@@ -329,7 +349,7 @@ static int serve(void *ctx, const char *path, struct buf *body, const char **ct)
         return 200;
     }
     if (strcmp(path, "/readyz") == 0) {
-        bool ok = controller_synced(app->ctl);
+        bool ok = controller_synced(app->ctl) && tctl_synced(app->triggers);
         buf_puts(body, ok ? "ok\n" : "informers not synced\n");
         return ok ? 200 : 503;
     }
@@ -351,6 +371,7 @@ static void on_started(void *ctx)
     atomic_store(&leading, true);
     tlog_info("leading: starting reconcile workers");
     controller_run_workers(app->ctl);
+    tctl_run_workers(app->triggers);
 }
 
 static void on_stopped(void *ctx)
@@ -359,6 +380,7 @@ static void on_stopped(void *ctx)
     if (atomic_exchange(&leading, false)) {
         tlog_info("lost leadership: stopping reconcile workers");
         controller_stop_workers(app->ctl);
+        tctl_stop_workers(app->triggers);
     }
 }
 
@@ -399,6 +421,42 @@ static void on_session_phase(void *ctx, const char *key, const char *from, const
     (void)ctx;
     tlog_info("session phase", "session", key, "from", from ? from : "", "to", to, "reason",
               reason ? reason : "", "message", message ? message : "");
+}
+
+static void on_trigger_log(void *ctx, const char *level, const char *trigger, const char *what,
+                           const char *detail)
+{
+    (void)ctx;
+    if (strcmp(level, "warn") == 0)
+        tlog_warn(what, "trigger", trigger, "detail", detail);
+    else if (strcmp(level, "debug") == 0)
+        tlog_debug(what, "trigger", trigger, "detail", detail);
+    else
+        tlog_info(what, "trigger", trigger, "detail", detail);
+}
+
+/* A whole PEM file (bounded), or NULL with a logged reason. */
+static char *read_pem(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        tlog_error("cannot open", "file", path, "error", strerror(errno));
+        return NULL;
+    }
+    struct buf b;
+    buf_init(&b, 1u << 20);
+    char chunk[4096];
+    size_t n;
+    int r = 0;
+    while (!r && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        r = buf_append(&b, chunk, n);
+    fclose(f);
+    if (r) {
+        tlog_error("PEM file over 1 MiB", "file", path);
+        buf_done(&b);
+        return NULL;
+    }
+    return buf_steal(&b);
 }
 
 /* Why: what the decision did, at debug. */
@@ -460,7 +518,9 @@ int main(int argc, char **argv)
     struct recorder *rec = NULL;
     struct controller *ctl = NULL;
     struct leader *leader = NULL;
-    struct endpoint *mep = NULL, *hep = NULL;
+    struct endpoint *mep = NULL, *hep = NULL, *wep = NULL;
+    struct tctl *trig = NULL;
+    char *wcert = NULL, *wkey = NULL;
     struct app app = {.metrics = metrics};
     char *proxy = NULL;
     if (o.egress_proxy && *o.egress_proxy && !(proxy = egress_proxy_address(o.egress_proxy)))
@@ -586,6 +646,51 @@ int main(int argc, char **argv)
                       "error", err.msg);
         tlog_info("stream API serving", "addr", o.api_addr, "port", port);
     }
+    {
+        struct tctl_config tc = {
+            .kube = kube,
+            .recorder = rec,
+            .metrics = metrics,
+            .namespace = o.namespace,
+            .zoneinfo_dir = o.zoneinfo && *o.zoneinfo ? o.zoneinfo : NULL,
+            .clock_skew = o.clock_skew,
+            .on_log = on_trigger_log,
+        };
+        if (o.fault && strcmp(o.fault, "webhook-exit-before-create") == 0)
+            tc.fault = TCTL_FAULT_EXIT_BEFORE_CREATE;
+        else if (o.fault && strcmp(o.fault, "webhook-exit-after-create") == 0)
+            tc.fault = TCTL_FAULT_EXIT_AFTER_CREATE;
+        else if (o.fault && *o.fault) {
+            tlog_error("unknown --fault", "value", o.fault);
+            goto out;
+        }
+        if (tctl_new(&tc, &trig, &err) || tctl_start(trig, &err)) {
+            tlog_error("triggers", "error", err.msg);
+            goto out;
+        }
+        app.triggers = trig;
+    }
+    if (o.webhook_addr && *o.webhook_addr) {
+        if (!o.webhook_cert || !*o.webhook_cert || !o.webhook_key || !*o.webhook_key) {
+            tlog_error("--webhook-addr needs --webhook-tls-cert and --webhook-tls-key");
+            goto out;
+        }
+        if (!(wcert = read_pem(o.webhook_cert)) || !(wkey = read_pem(o.webhook_key)))
+            goto out;
+        struct endpoint_opts eo = {.cert_pem = wcert,
+                                   .key_pem = wkey,
+                                   .max_body = TERN_WEBHOOK_MAX_BODY,
+                                   .max_connections = TERN_WEBHOOK_MAX_CONNECTIONS,
+                                   .fn = tctl_webhook,
+                                   .ctx = trig};
+        if (endpoint_start_opts(o.webhook_addr, &eo, &wep, &err)) {
+            tlog_error("webhook endpoint", "error", err.msg);
+            goto out;
+        }
+        char port[16];
+        snprintf(port, sizeof port, "%d", endpoint_port(wep));
+        tlog_info("webhook receiver listening", "addr", o.webhook_addr, "#port", port);
+    }
     if (o.metrics_addr && *o.metrics_addr && endpoint_start(o.metrics_addr, serve, &app, &mep, &err)) {
         tlog_error("metrics endpoint", "error", err.msg);
         goto out;
@@ -637,6 +742,10 @@ out:
     endpoint_stop(hep);
     sapi_kube_free(apik);
     sapi_stop(api);
+    endpoint_stop(wep);
+    tctl_free(trig);
+    free(wcert);
+    free(wkey);
     controller_free(ctl);
     recorder_free(rec);
     jaccess_free(jacc);

@@ -231,4 +231,23 @@
 #define TERN_BUDGET_DEFAULT_COMPLETION 4096      /* max_completion_tokens sent under a budget
                                                   * when TERN_MAX_COMPLETION_TOKENS is 0 */
 
+/* triggers (trigger/: AgentTrigger schedules and webhooks) */
+#define TERN_CRON_MAX_TEXT           256         /* spec.schedule.cron */
+#define TERN_CRON_MAX_YEARS          5           /* how far cron_next searches */
+#define TERN_CRON_MAX_MISSED         100         /* missed slots counted after downtime */
+#define TERN_TRIGGER_MAX_NAME        30          /* an AgentTrigger's name: <name>-<16 hex> <= 48 */
+#define TERN_WEBHOOK_MAX_BODY        (1u << 20)  /* one delivery's body (GitHub sends <= 25 MB;
+                                                  * bigger ones are refused with 413) */
+#define TERN_WEBHOOK_MAX_DELIVERY_ID 128         /* the delivery id header's value */
+#define TERN_WEBHOOK_MAX_SECRET      4096        /* the HMAC key from the Secret */
+#define TERN_WEBHOOK_MAX_CONNECTIONS 64          /* concurrent webhook connections */
+#define TERN_TMAP_MAX_PATH           256         /* one field path in a mapping or filter */
+#define TERN_TMAP_MAX_SEGMENTS       32          /* segments of one field path */
+#define TERN_TMAP_MAX_TEMPLATE       8192        /* one mapping template (objective, context) */
+#define TERN_TMAP_MAX_PLACEHOLDERS   64          /* {{ }} in one template */
+#define TERN_TMAP_MAX_FILTERS        16          /* filter entries of one trigger */
+#define TERN_TMAP_MAX_VALUES         16          /* values one filter entry accepts */
+#define TERN_TMAP_MAX_VALUE          256         /* one such value */
+#define TERN_TMAP_MAX_JSON_DEPTH     64          /* nesting of a delivery's JSON */
+
 #endif

@@ -15,6 +15,7 @@
 #include "kube/kclient.h"
 #include "kube/kmap.h"
 #include "kube/workqueue.h"
+#include "spec/template.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -662,6 +663,113 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
     return r;
 }
 
+/* ---- templates ------------------------------------------------------------ */
+
+static const struct kgvr template_gvr = {"tern.dev", "v1alpha1", "agentsessiontemplates"};
+
+static void template_record_event(struct controller *c, const cJSON *session, const char *type,
+                                  const char *reason, const char *note)
+{
+    if (!c->cfg.recorder)
+        return;
+    struct recorder_ref ref;
+    recorder_ref_of(session, &ref);
+    recorder_event(c->cfg.recorder, &ref, type, reason, "ResolveTemplate", "%s", note);
+    if (c->cfg.on_event) {
+        char *key = xasprintf("%s/%s", ref.namespace ? ref.namespace : "", ref.name ? ref.name : "");
+        c->cfg.on_event(c->cfg.ctx, key, type, reason, note);
+        free(key);
+    }
+}
+
+/* A session naming a template whose spec is not recorded yet: read the
+ * template once and record its spec in status.template (the status write
+ * wakes the session again through its informer), or say that it is missing
+ * (Pending, TemplateNotFound, retried: in GitOps the template may come
+ * after the session). *ret_done tells the caller to stop this pass. */
+static int resolve_template(struct controller *c, struct kclient *kc, const cJSON *session,
+                            const char *ns, bool *ret_done, int64_t *ret_requeue,
+                            struct tern_err *err)
+{
+    const char *tname = template_ref_name(session);
+    const cJSON *old = json_get(session, "status");
+    *ret_done = false;
+    if (!tname || json_get(old, "template"))
+        return 0;
+    cJSON *tmpl = NULL, *obj = json_dup(session);
+    struct kclient_err ke = {0};
+    char *note = NULL;
+    int r = kclient_get(kc, &template_gvr, ns, tname, &tmpl, &ke);
+    cJSON *st = cJSON_IsObject(old) ? json_dup(old) : cJSON_CreateObject();
+    if (r == TERN_ENOTFOUND) {
+        note = xasprintf("agentsessiontemplate %s not found in namespace %s; the session "
+                         "starts once it exists",
+                         tname, ns);
+        const cJSON *om = json_get(old, "message");
+        bool changed = !cJSON_IsString(om) || strcmp(om->valuestring, note) != 0;
+        cJSON_DeleteItemFromObjectCaseSensitive(st, "phase");
+        cJSON_DeleteItemFromObjectCaseSensitive(st, "reason");
+        cJSON_DeleteItemFromObjectCaseSensitive(st, "message");
+        json_add_string(st, "phase", "Pending");
+        json_add_string(st, "reason", "TemplateNotFound");
+        json_add_string(st, "message", note);
+        if (changed)
+            template_record_event(c, session, "Warning", "TemplateNotFound", note);
+        *ret_requeue = 10;
+        r = 0;
+    } else if (r) {
+        r = err_set(err, r, "get agentsessiontemplate %s/%s: %s", ns, tname, ke.e.msg);
+        goto out;
+    } else {
+        cJSON *rec = cJSON_CreateObject();
+        json_add_string(rec, "name", tname);
+        const cJSON *meta = json_get(tmpl, "metadata");
+        const cJSON *v = json_get(meta, "uid");
+        if (cJSON_IsString(v))
+            json_add_string(rec, "uid", v->valuestring);
+        v = json_get(meta, "resourceVersion");
+        if (cJSON_IsString(v))
+            json_add_string(rec, "resourceVersion", v->valuestring);
+        cJSON *snap = cJSON_CreateObject();
+        const cJSON *f;
+        cJSON_ArrayForEach(f, json_get(tmpl, "spec"))
+        {
+            for (size_t i = 0; f->string && template_spec_fields[i]; i++)
+                if (strcmp(f->string, template_spec_fields[i]) == 0)
+                    cJSON_AddItemToObject(snap, f->string, json_dup(f));
+        }
+        cJSON_AddItemToObject(rec, "spec", snap);
+        cJSON_DeleteItemFromObjectCaseSensitive(st, "template");
+        cJSON_AddItemToObject(st, "template", rec);
+        const cJSON *orr = json_get(old, "reason");
+        if (cJSON_IsString(orr) && strcmp(orr->valuestring, "TemplateNotFound") == 0) {
+            cJSON_DeleteItemFromObjectCaseSensitive(st, "reason");
+            cJSON_DeleteItemFromObjectCaseSensitive(st, "message");
+        }
+        note = xasprintf("spec merged with agentsessiontemplate %s (resourceVersion %s)", tname,
+                         cJSON_IsString(v) ? v->valuestring : "?");
+        template_record_event(c, session, "Normal", "TemplateResolved", note);
+    }
+    if (cJSON_GetObjectItemCaseSensitive(obj, "status"))
+        cJSON_ReplaceItemInObjectCaseSensitive(obj, "status", st);
+    else
+        cJSON_AddItemToObject(obj, "status", st);
+    st = NULL;
+    r = kclient_update_status(kc, &gvrs[W_SESSIONS], ns, obj, NULL, &ke);
+    if (r)
+        r = err_set(err, r, "update status of %s/%s: %s", ns, meta_str(session, "name"),
+                    ke.e.msg);
+    else if (c->cfg.metrics)
+        metrics_add(c->cfg.metrics, "tern_status_writes_total", "", 1);
+    *ret_done = true;
+out:
+    cJSON_Delete(st);
+    cJSON_Delete(obj);
+    cJSON_Delete(tmpl);
+    free(note);
+    return r;
+}
+
 /* ---- one reconcile ------------------------------------------------------ */
 
 /* The pods of a Job (runner attempts), kept so that what observe_job_pod
@@ -707,6 +815,14 @@ static void count_signals(struct controller *c, const struct reconcile_output *o
         metrics_observe(m, "tern_approval_wait_seconds", "", sg->approval_wait);
 }
 
+/* The recorded template survives every status the decision writes. */
+static void keep_template(const struct reconcile_input *in, struct reconcile_output *out)
+{
+    const cJSON *t = json_get(in->status, "template");
+    if (t && out->status && !json_get(out->status, "template"))
+        cJSON_AddItemToObject(out->status, "template", json_dup(t));
+}
+
 static int reconcile_key(struct controller *c, struct kclient *kc, const char *key,
                          int64_t *ret_requeue, struct tern_err *err)
 {
@@ -727,6 +843,7 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
     struct refs_result refs = {0};
     char *price_json = NULL, *price_error = NULL;
     struct budgets_session bs = {0};
+    cJSON *effective = NULL;
     if (!session)
         goto done; /* deleted: children go with it */
 
@@ -757,7 +874,19 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
         if (cJSON_IsString(f) && strcmp(f->valuestring, RECONCILE_FINALIZER) == 0)
             in.has_finalizer = true;
     }
+    if (!in.deleting && uid) {
+        bool resolved_now = false;
+        int64_t rq = 0;
+        r = resolve_template(c, kc, session, ns, &resolved_now, &rq, err);
+        if (r || resolved_now) {
+            if (!r && ret_requeue)
+                *ret_requeue = rq;
+            goto done;
+        }
+    }
     struct tern_err verr = {0};
+    if (template_effective(session, &effective, &verr) != 0)
+        effective = NULL;
     if (session_spec_parse(session, &spec, &verr) == 0)
         in.spec = spec;
     else
@@ -784,7 +913,7 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
             informer_each_owned(c->inf[W_PODS], meta_str(jobs.best, "uid"), collect_job_pod,
                                 &jp);
         }
-        in.spec_json = json_get(session, "spec");
+        in.spec_json = json_get(effective ? effective : session, "spec");
         if (cJSON_GetArraySize(json_get(in.status, "forks")) > 0) {
             /* only parents pay for the scan */
             struct fork_scan fs = {.parent_uid = uid};
@@ -858,6 +987,7 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
             reconcile_output_done(&out);
             reconcile_decide(&in, &out);
         }
+        keep_template(&in, &out);
         r = apply(c, kc, session, j, &out, err);
         if (bs.obs.others_waiting) {
             bool parked = false;
@@ -889,6 +1019,7 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
         /* a deleted session leaves its budgets' ledgers first */
         if (in.deleting && in.has_finalizer && (r = budgets_forget(c->budgets, session, err)))
             goto done;
+        keep_template(&in, &out);
         r = apply(c, kc, session, NULL, &out, err);
     }
     if (!r) {
@@ -907,6 +1038,7 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
     if (!r && ret_requeue)
         *ret_requeue = out.requeue_after;
 done:
+    cJSON_Delete(effective);
     reconcile_output_done(&out);
     budgets_session_done(&bs);
     refs_result_done(&refs);

@@ -6,6 +6,7 @@
 #include "base/mem.h"
 #include "base/num.h"
 #include "json/json.h"
+#include "spec/template.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -1098,7 +1099,7 @@ static void set_defaults(struct session_spec *s)
     s->ttl_seconds_after_finished = -1;
 }
 
-int session_spec_parse(const cJSON *obj, struct session_spec **ret, struct tern_err *err)
+static int parse_one(const cJSON *obj, struct session_spec **ret, struct tern_err *err)
 {
     static const char *const spec_fields[] = {
         "objective", "identity", "context", "skills",   "memory",  "messages", "permissions",
@@ -1174,6 +1175,23 @@ int session_spec_parse(const cJSON *obj, struct session_spec **ret, struct tern_
     s = NULL;
 out:
     session_spec_free(s);
+    return r;
+}
+
+/* A session naming a template is parsed as its effective spec (the
+ * template's recorded spec merged with its own, spec/template.h). */
+int session_spec_parse(const cJSON *obj, struct session_spec **ret, struct tern_err *err)
+{
+    cJSON *eff = NULL;
+    int r = template_effective(obj, &eff, err);
+    if (r || !eff)
+        return r ? r : parse_one(obj, ret, err);
+    struct tern_err e = {0};
+    r = parse_one(eff, ret, &e);
+    if (r)
+        err_set(err, r, "%s (spec merged with agentsessiontemplate %s)", e.msg,
+                template_ref_name(obj));
+    cJSON_Delete(eff);
     return r;
 }
 
