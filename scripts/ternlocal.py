@@ -532,10 +532,11 @@ class Local:
                "type": "Opaque", "data": {key: base64.b64encode(value.encode()).decode()}}
         return self.kubectl("apply", "-f", "-", input=json.dumps(obj))
 
-    CRDS = ("agentsessions.tern.dev", "agentsessiontemplates.tern.dev", "agenttriggers.tern.dev")
+    CRDS = ("agentsessions.tern.dev", "agentsessiontemplates.tern.dev", "agenttriggers.tern.dev",
+            "agentbudgets.tern.dev")
 
     def apply_crd(self):
-        """Every CRD of crds/ (AgentSession, AgentSessionTemplate, AgentTrigger)."""
+        """Every CRD of crds/ (AgentSession, AgentSessionTemplate, AgentTrigger, AgentBudget)."""
         for n in self.CRDS:
             path = os.path.join(ROOT, "crds", n + ".yaml")
             if os.path.exists(path):

@@ -82,6 +82,12 @@ if is_true("ApprovalPending") then
   hs.message = "waiting for approval " .. (p.id or "?") .. ": " .. (p.summary or "")
   return hs
 end
+if st.phase == "Queued" then
+  -- an AgentBudget holds it back: it goes on by itself when the budget has room
+  hs.status = "Suspended"
+  hs.message = "queued: " .. (st.reason or "unknown") .. ": " .. (st.message or "")
+  return hs
+end
 if st.phase == "Suspended" then
   hs.status = "Suspended"
   hs.message = "suspended (spec.suspend)"

@@ -1,7 +1,8 @@
-"""deploy/gitops/argocd-health.lua, the Argo CD health check, run by a real
-Lua 5.4 on AgentSession, AgentTrigger and AgentSessionTemplate objects in
-each state the operator writes (the `obj`
-global and the returned `hs` table are what Argo CD provides and reads)."""
+"""deploy/gitops/argocd-health.lua and argocd-health-agentbudget.lua, the Argo
+CD health checks, run by a real Lua 5.4 on AgentSession, AgentTrigger,
+AgentSessionTemplate and AgentBudget objects in each state the operator
+writes (the `obj` global and the returned `hs` table are what Argo CD
+provides and reads)."""
 import json
 import os
 import subprocess
@@ -13,6 +14,7 @@ sys.path.insert(0, HERE)
 from terndev import Suite, eq, contains  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "deploy", "gitops", "argocd-health.lua")
+BUDGET_SCRIPT = os.path.join(ROOT, "deploy", "gitops", "argocd-health-agentbudget.lua")
 
 
 def lua(v):
@@ -29,9 +31,9 @@ def lua(v):
     return "{" + ",".join("[%s]=%s" % (json.dumps(k), lua(x)) for k, x in v.items()) + "}"
 
 
-def health(obj):
+def health(obj, script=SCRIPT):
     prog = ("obj = %s\nlocal f = assert(loadfile(%s))\nlocal hs = f()\n"
-            "io.write(hs.status, '\\n', hs.message or '')\n") % (lua(obj), json.dumps(SCRIPT))
+            "io.write(hs.status, '\\n', hs.message or '')\n") % (lua(obj), json.dumps(script))
     r = subprocess.run(["lua5.4", "-"], input=prog, capture_output=True, text=True, timeout=20)
     if r.returncode != 0:
         raise AssertionError("lua: " + r.stderr)
@@ -78,6 +80,11 @@ def main():
          session(observedGeneration=2, phase="Running",
                  conditions=[cond("TurnRunning", "True"), cond("Completed", "False")]),
          "Progressing", "Running"),
+        ("queued_on_a_budget_is_suspended",
+         session(observedGeneration=2, phase="Queued", reason="ConcurrencyLimit",
+                 message="AgentBudget team: 3 of 3 concurrent sessions run; position 2 of 4",
+                 conditions=[cond("Failed", "False")]),
+         "Suspended", "queued: ConcurrencyLimit: AgentBudget team: 3 of 3"),
         ("template_missing_is_degraded",
          session(phase="Pending", reason="TemplateNotFound",
                  message="agentsessiontemplate reviewer not found in namespace dev"),
@@ -109,9 +116,31 @@ def main():
               kind="AgentTrigger", spec={}),
          "Progressing", "latest spec"),
     ]
-    for name, obj, want, msg in cases:
-        def check(obj=obj, want=want, msg=msg):
-            status, message = health(obj)
+    budget = {"metadata": {"name": "team", "generation": 2}}
+    budget_cases = [
+        ("budget_without_status_is_progressing", dict(budget), "Progressing", "waiting"),
+        ("budget_of_an_old_generation_is_progressing",
+         dict(budget, status={"observedGeneration": 1, "conditions": [cond("Ready", "True")]}),
+         "Progressing", "latest spec"),
+        ("enforced_budget_is_healthy",
+         dict(budget, status={"observedGeneration": 2, "queued": 2,
+                              "window": {"key": "2026-12-01"},
+                              "display": {"concurrentSessions": "3/3", "tokens": "900/1000",
+                                          "sessionsStarted": "4/-", "cost": "$0.00/-"},
+                              "conditions": [cond("Ready", "True", "Enforced"),
+                                             cond("Exhausted", "True", "LimitUsed")]}),
+         "Healthy", "window 2026-12-01: concurrent 3/3, started 4/-, tokens 900/1000"),
+        ("invalid_budget_is_degraded",
+         dict(budget, status={"observedGeneration": 2,
+                              "conditions": [cond("Ready", "False", "InvalidTimeZone",
+                                                  "spec.window.timeZone: Mars/Base")]}),
+         "Degraded", "InvalidTimeZone: spec.window.timeZone: Mars/Base"),
+    ]
+    cases += [(n, o, w, m, BUDGET_SCRIPT) for n, o, w, m in budget_cases]
+    cases = [c if len(c) == 5 else c + (SCRIPT,) for c in cases]
+    for name, obj, want, msg, script in cases:
+        def check(obj=obj, want=want, msg=msg, script=script):
+            status, message = health(obj, script)
             eq(status, want, "health status")
             contains(message, msg, "health message")
         suite.run(name, check)

@@ -241,7 +241,8 @@ def step_install(r):
     t.start_etcd(pki=export_pki(t, r.pki_dir))
     t.kubectl("create", "configmap", "tern-journal", "-n", SYS_NS,
               "--from-literal=endpoints=" + t.etcd_url)
-    t.kubectl("wait", "--for=condition=established", "--timeout=30s", "crd/agentsessions.tern.dev")
+    t.kubectl("wait", "--for=condition=established", "--timeout=30s", "crd/agentsessions.tern.dev",
+              "crd/agentbudgets.tern.dev")
     pod = wait_for("the operator pod Ready", lambda: (lambda p: p if pod_ready(p) else None)(
         operator_pod(t)), 60, interval=0.2)
     r.pod = pod
@@ -314,6 +315,11 @@ def step_demo_session(r):
     t.apply_runner_rbac(NS)
     t.create_secret("demo-model", "api-key", "not-a-real-key", ns=NS)
     t.create_secret("demo-git", "token", GIT_TOKEN, ns=NS)
+    # a team budget over the namespace (its status is the operator's to write)
+    t.kubectl("apply", "-n", NS, "-f", "-", input=json.dumps({
+        "apiVersion": "tern.dev/v1alpha1", "kind": "AgentBudget",
+        "metadata": {"name": "team", "namespace": NS},
+        "spec": {"limits": {"concurrentSessions": 4, "tokens": 100000000}}}))
     t.kubectl("apply", "-n", NS, "-f", "-", input=demo_manifest(t, "demo"))
     s = waiting(t, "demo")
     eq(phase(s), "WaitingForApproval", "phase (%s)" % json.dumps(s.get("status"))[:800])
@@ -322,6 +328,15 @@ def step_demo_session(r):
     s = completed(t, "demo")
     eq(phase(s), "Succeeded", "phase (%s)" % json.dumps(s.get("status"))[:800])
     contains(s["status"]["result"]["summary"], "published", "result")
+    # the budget counted the demo's model calls and holds its sandbox's slot
+    used = sum(e["data"]["usage"]["prompt_tokens"] + e["data"]["usage"]["completion_tokens"]
+               for e in ternlocal.journal_events(t.journal, s["metadata"]["uid"])
+               if e["type"] == "model_response")
+    b = wait_for("the budget's status", lambda: (lambda o: o if (o.get("status") or {}).get(
+        "used", {}).get("tokens") == used else None)(t.get_json("agentbudget", "team", "-n", NS)),
+        60, interval=0.2)
+    eq(b["status"]["display"]["tokens"], "%d/100000000" % used, "used/limit")
+    eq(b["status"]["display"]["concurrentSessions"], "1/4", "the demo holds a slot")
     if t.cluster == "terndev":
         # the session read through the aggregated API the operator pod serves
         # (the base's APIService and Service; tern-dev proxies to the pod it
@@ -569,6 +584,15 @@ def operator_role(t):
     return role, copy.deepcopy(role)
 
 
+def operator_may(t, verb, resource, ns, *more):
+    """kubectl auth can-i as the operator's ServiceAccount: RBAC changes
+    reach an API server's authorizer through its informers, a moment after
+    the write, so a test waits for the answer it set up before relying on
+    it."""
+    return t.kubectl("auth", "can-i", verb, resource, "-n", ns, "--as", OPERATOR_USER, *more,
+                     check=False).strip()
+
+
 def step_missing_rule(r):
     t = r.t
     role, original = operator_role(t)
@@ -579,6 +603,8 @@ def step_missing_rule(r):
             n += 1
     eq(n, 1, "one batch/jobs rule")
     t.kubectl("apply", "-f", "-", input=json.dumps(role))
+    wait_for("the authorizer without the rule", lambda: operator_may(
+        t, "create", "jobs.batch", NS) == "no", 60, interval=0.2)
     start = len(r.lines())
     t.kubectl("apply", "-n", NS, "-f", "-", input=demo_manifest(t, "blocked"))
 
@@ -634,6 +660,8 @@ def step_finalizers_rule_needed(r):
     role["rules"] = [x for x in role["rules"] if x.get("resources") != ["agentsessions/finalizers"]]
     eq(len(role["rules"]), before - 1, "one agentsessions/finalizers rule")
     t.kubectl("apply", "-f", "-", input=json.dumps(role))
+    wait_for("the authorizer without the rule", lambda: operator_may(
+        t, "update", "agentsessions.tern.dev", NS, "--subresource=finalizers") == "no", 60, interval=0.2)
     t.kubectl("apply", "-n", NS, "-f", "-", input=demo_manifest(t, "noowner"))
 
     def warned():

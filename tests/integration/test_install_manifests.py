@@ -168,8 +168,12 @@ def main():
             jsonschema.validate(values(), json.load(f))
 
     def one_crd_source():
-        eq(os.path.realpath(os.path.join(CHART, "crds", "agentsessions.tern.dev.yaml")),
-           os.path.join(ROOT, "crds", "agentsessions.tern.dev.yaml"), "chart CRD is crds/")
+        for name in ("agentsessions.tern.dev.yaml", "agentbudgets.tern.dev.yaml"):
+            eq(os.path.realpath(os.path.join(CHART, "crds", name)),
+               os.path.join(ROOT, "crds", name), "chart CRD %s is crds/" % name)
+        eq(sorted(os.listdir(os.path.join(CHART, "crds"))),
+           sorted(n for n in os.listdir(os.path.join(ROOT, "crds")) if n.endswith(".tern.dev.yaml")),
+           "every CRD in the chart")
 
     def lint():
         rc, out, err = helm("lint", CHART, "--strict")

@@ -234,9 +234,9 @@ static void session_scope(const char *bin, bool is36)
     struct tern_err e = {0};
     struct etcd *op = client("operator", JOURNAL_OPERATOR_USER, "op-pw");
     struct etcd *admin = client("operator", JOURNAL_ROOT_USER, "root-pw");
-    ASSERT_OK(journal_access_grant(admin, "uid-a", "pw-a", &e));
-    ASSERT_OK(journal_access_grant(admin, "uid-b", "pw-b", &e));
-    ASSERT_OK(journal_access_grant(admin, "uid-a", "pw-a", &e)); /* idempotent */
+    ASSERT_OK(journal_access_grant(admin, "uid-a", NULL, "pw-a", &e));
+    ASSERT_OK(journal_access_grant(admin, "uid-b", NULL, "pw-b", &e));
+    ASSERT_OK(journal_access_grant(admin, "uid-a", NULL, "pw-a", &e)); /* idempotent */
     bool ok = false;
     ASSERT_OK(journal_access_check(admin, "uid-a", &ok, &e));
     ASSERT_TRUE(ok);
@@ -424,7 +424,7 @@ static void password_file(const char *bin)
     init_access(NULL);
     struct tern_err e = {0};
     struct etcd *admin = client("operator", JOURNAL_ROOT_USER, "root-pw");
-    ASSERT_OK(journal_access_grant(admin, "uid-p", "first", &e));
+    ASSERT_OK(journal_access_grant(admin, "uid-p", NULL, "first", &e));
     char *pf = path_of("password");
     FILE *f = fopen(pf, "w");
     fputs("first\n", f);
@@ -439,7 +439,7 @@ static void password_file(const char *bin)
     /* the password changes (and the old token dies with the user's
      * re-creation); the file says the new one */
     ASSERT_OK(journal_access_revoke(admin, "uid-p", &e));
-    ASSERT_OK(journal_access_grant(admin, "uid-p", "second", &e));
+    ASSERT_OK(journal_access_grant(admin, "uid-p", NULL, "second", &e));
     f = fopen(pf, "w");
     fputs("second\n", f);
     fclose(f);

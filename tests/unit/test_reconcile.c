@@ -1258,3 +1258,207 @@ TEST(signals_for_metrics)
     reconcile_output_done(&o);
     session_spec_free(s);
 }
+
+/* ---- team budgets (AgentBudget) ---------------------------------------------- */
+
+static void parked_by_budget(struct reconcile_input *in)
+{
+    in->journal = (struct observed_journal){
+        .last_seq = 12, .turn = 2, .messages = 1, .outcome = JOURNAL_OUTCOME_BUDGET,
+        .updated_at = in->now - 5, .reason = "team-daily",
+        .message = "AgentBudget team-daily: tokens per Day in window 2026-12-01 (UTC): ...",
+        .limit = "tokens", .limit_used = 1200, .limit_max = 10000, .good_seq = 12};
+    in->job = (struct observed_job){.exists = true, .turn = 2, .complete = true};
+}
+
+TEST(a_session_parked_by_a_budget_waits_without_pod_or_job)
+{
+    struct session_spec *s = spec_from(SESSION_YAML("  messages: [one more thing]\n"));
+    struct reconcile_input in = base_input(s);
+    char hash[17];
+    ready_sandbox(&in, s, hash);
+    in.refs_checked = true;
+    parked_by_budget(&in);
+    struct observed_budgets tb = {
+        .exhausted_reason = "Tokens",
+        .exhausted_message = "AgentBudget team-daily: tokens per Day in window 2026-12-01 (UTC): "
+                             "9500 used + 0 reserved, the next call needs up to 1200 of 10000",
+        .retry_after = 7200};
+    in.budgets = &tb;
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Queued");
+    ASSERT_EQ_STR(o.reason, "BudgetExhausted");
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 1); /* parked: no pod */
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 0);
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, NULL), 0); /* the message waits too */
+    ASSERT_EQ_STR(cond_status(&o, "BudgetExhausted"), "True");
+    ASSERT_EQ_STR(cond_field(&o, "BudgetExhausted", "reason"), "Tokens");
+    ASSERT_CONTAINS(cond_field(&o, "BudgetExhausted", "message"), "AgentBudget team-daily");
+    ASSERT_CONTAINS(cond_field(&o, "BudgetExhausted", "message"), "window 2026-12-01");
+    ASSERT_EQ_STR(cond_field(&o, "Ready", "reason"), "BudgetExhausted");
+    ASSERT_CONTAINS(status_str(&o, "message"), "1 message of spec.messages waits");
+    const cJSON *q = json_get(o.status, "queue");
+    ASSERT_EQ_STR(json_get(q, "budget")->valuestring, "team-daily");
+    ASSERT_EQ_STR(json_get(q, "reason")->valuestring, "Tokens");
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "BudgetExhausted"), 1);
+    ASSERT_EQ_STR(o.signals.budget, "team-daily");
+    ASSERT_EQ_STR(o.signals.budget_reason, "Tokens");
+    ASSERT_CMP_INT(o.requeue_after, <=, 30);
+    ASSERT_CMP_INT(o.requeue_after, >, 0);
+    ASSERT_FALSE(o.wants_admission);
+    /* steady: told once */
+    struct reconcile_input again = in;
+    again.status = o.status;
+    again.pod = (struct observed_pod){0};
+    struct reconcile_output o2;
+    reconcile_decide(&again, &o2);
+    ASSERT_EQ_STR(o2.phase, "Queued");
+    ASSERT_EQ_INT(count(&o2, RA_EVENT, NULL), 0);
+    ASSERT_NULL(o2.signals.budget);
+    ASSERT_EQ_INT(count(&o2, RA_CREATE, "v1/pods"), 0);
+    reconcile_output_done(&o2);
+
+    /* the window rolled over or the limit was raised: the waiting message
+     * continues it */
+    tb.resumable = true;
+    reconcile_decide(&again, &o2);
+    ASSERT_EQ_INT(count(&o2, RA_JOURNAL_APPEND, "user_message"), 1);
+    ASSERT_EQ_INT(count(&o2, RA_JOURNAL_APPEND, "retry"), 0);
+    reconcile_output_done(&o2);
+    /* without a message it goes on by itself */
+    struct session_spec *s2 = spec_from(SESSION_YAML(""));
+    again.spec = s2;
+    reconcile_decide(&again, &o2);
+    const struct reconcile_action *r = find(&o2, RA_JOURNAL_APPEND, "retry");
+    ASSERT_NOT_NULL(r);
+    ASSERT_EQ_STR(r->key, "retry/2/budget");
+    ASSERT_EQ_STR(json_get(r->data, "reason")->valuestring, "BudgetAvailable");
+    ASSERT_EQ_STR(json_get(r->data, "budget")->valuestring, "team-daily");
+    ASSERT_CONTAINS(find(&o2, RA_EVENT, "Retrying")->note, "AgentBudget team-daily has room");
+    ASSERT_TRUE(strcmp(o2.phase, "Queued") != 0);
+    reconcile_output_done(&o2);
+    /* the budget was deleted (none applies now): the same */
+    again.budgets = NULL;
+    reconcile_decide(&again, &o2);
+    ASSERT_NOT_NULL(find(&o2, RA_JOURNAL_APPEND, "retry"));
+    reconcile_output_done(&o2);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+    session_spec_free(s2);
+}
+
+static int64_t int_at(const cJSON *o, const char *k)
+{
+    int64_t v = -1;
+    json_item_int64(json_get(o, k), &v);
+    return v;
+}
+
+TEST(a_concurrency_cap_queues_a_new_sandbox)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.refs_checked = true;
+    in.journal = (struct observed_journal){.last_seq = 1, .messages = 1, .intent_pending = true,
+                                           .updated_at = in.now};
+    struct observed_budgets tb = {0};
+    in.budgets = &tb;
+    struct reconcile_output o;
+    /* first pass: it would create the sandbox, so the shell must ask */
+    reconcile_decide(&in, &o);
+    ASSERT_TRUE(o.wants_admission);
+    reconcile_output_done(&o);
+    /* held back: no pod, Queued with its place in line */
+    tb = (struct observed_budgets){
+        .checked = true, .queue_budget = "team-cap", .queue_reason = "ConcurrentSessions",
+        .queue_message = "AgentBudget team-cap: concurrentSessions: 3 of 3; position 2 of 4 in "
+                         "line (in order of creation)",
+        .position = 2, .waiting = 4};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Queued");
+    ASSERT_EQ_STR(o.reason, "ConcurrencyLimit");
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 0);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
+    const cJSON *q = json_get(o.status, "queue");
+    ASSERT_EQ_STR(json_get(q, "budget")->valuestring, "team-cap");
+    ASSERT_EQ_INT(int_at(q, "position"), 2);
+    ASSERT_EQ_INT(int_at(q, "waiting"), 4);
+    ASSERT_EQ_STR(cond_field(&o, "Ready", "reason"), "ConcurrencyLimit");
+    ASSERT_CONTAINS(cond_field(&o, "Ready", "message"), "position 2 of 4");
+    ASSERT_EQ_STR(cond_status(&o, "BudgetExhausted"), "False");
+    ASSERT_EQ_INT(count(&o, RA_EVENT, "Queued"), 1);
+    ASSERT_EQ_STR(o.signals.budget_reason, "ConcurrentSessions");
+    /* moving up the line is no new Event */
+    struct reconcile_input again = in;
+    again.status = o.status;
+    struct observed_budgets tb2 = tb;
+    tb2.position = 1;
+    tb2.queue_message = "... position 1 of 3 ...";
+    again.budgets = &tb2;
+    struct reconcile_output o2;
+    reconcile_decide(&again, &o2);
+    ASSERT_EQ_INT(count(&o2, RA_EVENT, NULL), 0);
+    ASSERT_EQ_INT(int_at(json_get(o2.status, "queue"), "position"), 1);
+    reconcile_output_done(&o2);
+    /* admitted: the sandbox pod is created */
+    tb2 = (struct observed_budgets){.checked = true, .admitted = true};
+    reconcile_decide(&again, &o2);
+    ASSERT_EQ_INT(count(&o2, RA_CREATE, "v1/pods"), 1);
+    ASSERT_TRUE(strcmp(o2.phase, "Queued") != 0);
+    ASSERT_NULL(json_get(o2.status, "queue"));
+    reconcile_output_done(&o2);
+    /* sessions started in the window used up: BudgetExhausted */
+    tb2 = (struct observed_budgets){
+        .checked = true, .queue_budget = "team-cap", .queue_reason = "SessionsStarted",
+        .queue_message = "AgentBudget team-cap: sessionsStarted per Day ...", .position = 1,
+        .waiting = 1, .retry_after = 5};
+    reconcile_decide(&again, &o2);
+    ASSERT_EQ_STR(o2.phase, "Queued");
+    ASSERT_EQ_STR(o2.reason, "BudgetExhausted");
+    ASSERT_EQ_STR(cond_field(&o2, "BudgetExhausted", "reason"), "SessionsStarted");
+    ASSERT_EQ_INT(count(&o2, RA_EVENT, "BudgetExhausted"), 1); /* a new reason: told */
+    ASSERT_EQ_INT(o2.requeue_after, 5);
+    reconcile_output_done(&o2);
+    reconcile_output_done(&o);
+    /* no budget: no question asked */
+    in.budgets = NULL;
+    reconcile_decide(&in, &o);
+    ASSERT_FALSE(o.wants_admission);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 1);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+TEST(an_idle_sandbox_gives_its_slot_to_a_waiting_session)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    char hash[17];
+    ready_sandbox(&in, s, hash);
+    in.refs_checked = true;
+    in.journal = (struct observed_journal){.last_seq = 6, .turn = 1, .messages = 1,
+                                           .outcome = "completed", .result_summary = "done",
+                                           .updated_at = in.now - 5};
+    in.job = (struct observed_job){.exists = true, .turn = 1, .complete = true};
+    struct observed_budgets tb = {0};
+    in.budgets = &tb;
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 0); /* idle for 5 s of 600 */
+    reconcile_output_done(&o);
+    tb.others_waiting = true;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 1);
+    ASSERT_CONTAINS(find(&o, RA_EVENT, "SandboxParked")->note, "waits for a slot");
+    ASSERT_EQ_STR(o.phase, "Succeeded");
+    reconcile_output_done(&o);
+    /* a running turn keeps it */
+    in.job = (struct observed_job){.exists = true, .turn = 2};
+    in.journal.intent_pending = true;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}

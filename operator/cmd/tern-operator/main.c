@@ -46,7 +46,7 @@ struct opts {
     const char *etcd_ca, *etcd_cert, *etcd_key, *etcd_user, *etcd_pass_file, *etcd_root_pass_file;
     const char *runner_cert, *runner_key;
     const char *api_addr, *api_cert, *api_key, *api_ca, *apiservice;
-    const char *prices_cm;
+    const char *prices_cm, *test_clock;
     const char *egress_proxy, *egress_proxy_ns, *egress_proxy_labels;
     const char *webhook_addr, *webhook_cert, *webhook_key, *zoneinfo, *fault;
     bool leader_elect, journal_init;
@@ -122,6 +122,8 @@ static const struct flag {
     F("id", "TERN_POD_NAME", 0, id, "this replica's identity"),
     F("log-level", "TERN_LOG_LEVEL", 0, log_level, "debug|info|warn|error"),
     F("workers", "TERN_WORKERS", 2, workers, "reconcile workers"),
+    F("test-clock-file", "TERN_TEST_CLOCK_FILE", 0, test_clock,
+      "tests only: a file with seconds to add to the clock of AgentBudget windows"),
     F("ttl-seconds-after-finished", "TERN_TTL_SECONDS_AFTER_FINISHED", 3, session_ttl,
       "delete finished sessions this long after they finished, unless their "
       "spec.ttlSecondsAfterFinished says otherwise (0: keep them)"),
@@ -586,6 +588,7 @@ int main(int argc, char **argv)
         .on_phase = on_session_phase,
         .on_decided = on_session_decided,
         .prices_configmap = o.prices_cm && *o.prices_cm ? o.prices_cm : NULL,
+        .test_clock_file = o.test_clock && *o.test_clock ? o.test_clock : NULL,
         .children =
             {
                 .runner_image = o.runner_image,

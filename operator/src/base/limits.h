@@ -216,7 +216,8 @@
 #define TERN_TZ_MAX_TRANSITIONS      4096        /* transitions of one zone */
 #define TERN_TZ_MAX_TYPES            256         /* local time types of one zone */
 #define TERN_BUDGET_MAX_NAME         63          /* an AgentBudget's name (a DNS label) */
-#define TERN_BUDGET_MAX_PER_NS       64          /* AgentBudgets applied in one namespace */
+#define TERN_BUDGET_MAX_PER_NS       32          /* AgentBudgets in one namespace (one txn
+                                                  * compares 2 keys per budget, etcd allows 128) */
 #define TERN_BUDGET_MAX_SELECTOR     32          /* matchLabels + matchExpressions entries */
 #define TERN_BUDGET_MAX_VALUES       64          /* values of one matchExpression */
 #define TERN_BUDGET_MAX_HOLDERS      4096        /* sessions in one concurrency ledger */
@@ -224,6 +225,8 @@
 #define TERN_BUDGET_MAX_LIMIT        1000000000000000LL /* tokens / micro-USD per window */
 #define TERN_BUDGET_MAX_CONCURRENT   10000       /* concurrentSessions */
 #define TERN_BUDGET_MAX_STARTED      1000000     /* sessionsStarted per window */
+#define TERN_BUDGET_YIELD_CLAIM_MS   60000       /* an idle holder's claim to give its slot up,
+                                                  * if its slot is not released by then */
 #define TERN_BUDGET_TXN_ATTEMPTS     64          /* compare-and-swap rounds before giving up */
 #define TERN_BUDGET_DEFAULT_COMPLETION 4096      /* max_completion_tokens sent under a budget
                                                   * when TERN_MAX_COMPLETION_TOKENS is 0 */

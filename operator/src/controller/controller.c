@@ -4,6 +4,7 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
+#include "controller/budgets.h"
 #include "controller/observe.h"
 #include "controller/prices.h"
 #include "controller/reconcile.h"
@@ -146,6 +147,7 @@ struct controller {
     struct kmap *uid_to_key;
     struct kclient *kc; /* for controller_reconcile on the caller's thread */
     struct prices *prices;
+    struct budgets *budgets; /* AgentBudgets (controller/budgets.h) */
 };
 
 /* ---- enqueueing ------------------------------------------------------- */
@@ -225,6 +227,13 @@ static void enqueue_for(struct controller *c, enum watched w, const cJSON *obj, 
     char *key = xasprintf("%s/%s", ns, session);
     workqueue_add(c->q, key);
     free(key);
+}
+
+/* For the budget controller: a session to reconcile. */
+static void enqueue_key(void *ctx, const char *key)
+{
+    struct controller *c = ctx;
+    workqueue_add(c->q, key);
 }
 
 static void on_add(void *ctx, const cJSON *obj)
@@ -581,6 +590,8 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
                 r = err_set(err, -EINVAL, "unknown resource %s", a->resource);
                 break;
             }
+            if (g == &gvrs[W_JOBS])
+                budgets_decorate_job(c->budgets, a->object); /* the test clock, if on */
             r = kclient_create(kc, g, ns, a->object, NULL, &ke);
             if (r == -EEXIST && g == &gvrs[W_SESSIONS]) {
                 /* a fork's child name: fine if it is this fork (a retry
@@ -831,6 +842,7 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
     struct job_pods jp = {0};
     struct refs_result refs = {0};
     char *price_json = NULL, *price_error = NULL;
+    struct budgets_session bs = {0};
     cJSON *effective = NULL;
     if (!session)
         goto done; /* deleted: children go with it */
@@ -953,21 +965,60 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
         if (r)
             goto done;
         observe_journal(journal_summary(j), &in.journal);
+        /* team budgets: which apply, and does a parked session have room */
+        bool job_active = in.job.exists && !in.job.complete && !in.job.failed;
+        bool holding = in.pod.exists || job_active;
+        if ((r = budgets_observe(c->budgets, session, &in.journal, holding, &bs, err)))
+            goto done;
+        in.budgets = bs.any ? &bs.obs : NULL;
         reconcile_decide(&in, &out);
-        if (out.wants_refs) {
+        if (out.wants_refs || out.wants_admission) {
             /* about to create the sandbox pod or a turn Job: are the
-             * objects they reference there? */
-            refs_check(kc, in.spec, &c->cfg.children, &refs);
-            in.refs_checked = true;
-            in.sandbox_refs = refs.sandbox;
-            in.runner_refs = refs.runner;
+             * objects they reference there? may a budget's session take
+             * a sandbox now? */
+            if (out.wants_refs) {
+                refs_check(kc, in.spec, &c->cfg.children, &refs);
+                in.refs_checked = true;
+                in.sandbox_refs = refs.sandbox;
+                in.runner_refs = refs.runner;
+            }
+            if (out.wants_admission && (r = budgets_admit(c->budgets, session, &bs, err)))
+                goto done;
             reconcile_output_done(&out);
             reconcile_decide(&in, &out);
         }
         keep_template(&in, &out);
         r = apply(c, kc, session, j, &out, err);
+        if (bs.obs.others_waiting) {
+            bool parked = false;
+            for (size_t i = 0; i < out.nactions; i++)
+                parked = parked || (out.actions[i].kind == RA_DELETE &&
+                                    !strcmp(out.actions[i].resource, "v1/pods"));
+            /* (a pod already going away was given up at an earlier pass) */
+            budgets_yield_settle(c->budgets, session, !r && (parked || in.pod.deleting));
+        }
+        if (bs.yield_contended && (!out.requeue_after || out.requeue_after > 2))
+            out.requeue_after = 2; /* another holder's claim may not be followed through */
+        if (!r && bs.nall) {
+            bool creates = false;
+            for (size_t i = 0; i < out.nactions; i++)
+                creates = creates || (out.actions[i].kind == RA_CREATE &&
+                                      (!strcmp(out.actions[i].resource, "v1/pods") ||
+                                       !strcmp(out.actions[i].resource, "batch/v1/jobs")));
+            r = budgets_after(c->budgets, session, &bs, holding || creates,
+                              !job_active && !creates, j, err);
+        }
+        if (!r && out.signals.budget)
+            budgets_turned_away(c->budgets, session, out.signals.budget,
+                                out.signals.budget_reason,
+                                cJSON_IsString(json_get(out.status, "message"))
+                                    ? json_get(out.status, "message")->valuestring
+                                    : NULL);
     } else {
         reconcile_decide(&in, &out);
+        /* a deleted session leaves its budgets' ledgers first */
+        if (in.deleting && in.has_finalizer && (r = budgets_forget(c->budgets, session, err)))
+            goto done;
         keep_template(&in, &out);
         r = apply(c, kc, session, NULL, &out, err);
     }
@@ -989,6 +1040,7 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
 done:
     cJSON_Delete(effective);
     reconcile_output_done(&out);
+    budgets_session_done(&bs);
     refs_result_done(&refs);
     journal_free(j);
     session_spec_free(spec);
@@ -1107,6 +1159,7 @@ void controller_run_workers(struct controller *c)
             c->workers[i].kc = kclient_new(c->cfg.kube, NULL);
             pthread_create(&c->workers[i].thread, NULL, worker_main, &c->workers[i]);
         }
+        budgets_run(c->budgets);
         c->workers_running = true;
     }
     pthread_mutex_unlock(&c->workers_mu);
@@ -1116,6 +1169,7 @@ void controller_stop_workers(struct controller *c)
 {
     pthread_mutex_lock(&c->workers_mu);
     if (c->workers_running) {
+        budgets_stop(c->budgets);
         workqueue_shutdown(c->q);
         for (int i = 0; i < c->nworkers; i++) {
             pthread_join(c->workers[i].thread, NULL);
@@ -1154,6 +1208,22 @@ int controller_new(const struct controller_config *cfg, struct controller **ret,
         };
         struct informer_handlers h = {on_add, on_update, on_delete, &c->hctx[w]};
         c->inf[w] = informer_new(cfg->kube, &o, &h);
+    }
+    struct budgets_config bc = {
+        .kube = cfg->kube,
+        .etcd = cfg->etcd,
+        .recorder = cfg->recorder,
+        .metrics = cfg->metrics,
+        .namespace = c->namespace,
+        .clock_file = cfg->test_clock_file,
+        .sessions = c->inf[W_SESSIONS],
+        .enqueue = enqueue_key,
+        .ctx = c,
+    };
+    int br = budgets_new(&bc, &c->budgets, err);
+    if (br) {
+        controller_free(c);
+        return br;
     }
     if (cfg->metrics) {
         struct metrics *m = cfg->metrics;
@@ -1215,7 +1285,7 @@ int controller_start(struct controller *c, struct tern_err *err)
     if (r)
         return err_set(err, -r, "starting the summary watch");
     c->sum_started = true;
-    return 0;
+    return budgets_start(c->budgets, err);
 }
 
 bool controller_synced(struct controller *c)
@@ -1234,6 +1304,7 @@ void controller_free(struct controller *c)
     controller_stop_workers(c);
     if (c->sum_started)
         pthread_join(c->sum_thread, NULL);
+    budgets_free(c->budgets); /* it reads the session informer */
     for (int w = 0; w < W_COUNT; w++)
         informer_free(c->inf[w]);
     workqueue_free(c->q);

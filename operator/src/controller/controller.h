@@ -37,6 +37,9 @@ struct controller_config {
     /* "namespace/name" of the price table's ConfigMap (controller/prices.h),
      * or NULL: sessions with a cost limit are then refused */
     const char *prices_configmap;
+    /* test hook: a file holding seconds to add to the clock of AgentBudget
+     * windows (controller/budgets.h), or NULL */
+    const char *test_clock_file;
     /* called from a worker after a failed reconcile (the library does not
      * log; the daemon does); retry_ms is the backoff before the next try */
     void (*on_error)(void *ctx, const char *key, const struct tern_err *err, long retry_ms);

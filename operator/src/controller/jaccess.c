@@ -246,7 +246,7 @@ int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_s
             err_set(err, r, "create secret %s-journal: %s", s->name, ke.e.msg);
             goto out;
         }
-        if ((r = journal_access_grant(a->admin, s->uid, password, err)))
+        if ((r = journal_access_grant(a->admin, s->uid, s->namespace, password, err)))
             goto out;
         goto out_verified;
     }
@@ -293,7 +293,7 @@ int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_s
         bool ok = false;
         if ((r = journal_access_check(a->admin, s->uid, &ok, err)))
             goto out;
-        if (!ok && (r = journal_access_grant(a->admin, s->uid, password, err)))
+        if (!ok && (r = journal_access_grant(a->admin, s->uid, s->namespace, password, err)))
             goto out;
     }
 out_verified:

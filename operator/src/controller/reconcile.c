@@ -643,6 +643,13 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     if (failed)
         failure_of(in, &fail);
 
+    /* --- parked by a team budget: the last model call was refused -------- */
+    const struct observed_budgets *tb = in->budgets;
+    bool budget_parked = streq(j->outcome, JOURNAL_OUTCOME_BUDGET) && !j->intent_pending &&
+                         !job_end_recorded;
+    bool budget_room = !tb || tb->resumable; /* (no budget applies any more: room) */
+    bool budget_hold = budget_parked && !budget_room;
+
     /* --- intents, only between turns ---------------------------------- */
     bool decided = false;
     bool fresh = j->last_seq == 0;
@@ -663,7 +670,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
          * session stopped at a limit takes them once the limit is raised */
         int64_t done = j->messages > 0 ? j->messages - 1 : 0;
         if (!j->pending_id && !fresh) {
-            if (failed && fail.blocked) {
+            if ((failed && fail.blocked) || budget_hold) {
                 waiting_messages = (int64_t)s->nmessages - done;
             } else {
                 for (int64_t i = done; i < (int64_t)s->nmessages; i++) {
@@ -725,6 +732,18 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
                 event(out, "Warning", "RetryRejected", note);
                 free(note);
             }
+        }
+        /* a session parked by a budget goes on once the budget has room */
+        if (budget_parked && budget_room && !new_intent) {
+            cJSON *d = cJSON_CreateObject();
+            json_add_string(d, "budget", j->reason ? j->reason : "");
+            append_retry(out, in, "BudgetAvailable", d, "budget");
+            char *note = xasprintf("AgentBudget %s has room again: a new turn continues from "
+                                   "the journal",
+                                   j->reason ? j->reason : "");
+            event(out, "Normal", "Retrying", note);
+            free(note);
+            new_intent = true;
         }
         if (in->ann_retry) {
             struct reconcile_action *rm = add(out, RA_REMOVE_ANNOTATIONS);
@@ -912,9 +931,15 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             free(key);
         } else if (running) {
             /* a turn's runner is waiting for this sandbox */
-        } else if ((s->suspend || failed) && in->forks_copying == 0) {
+        } else if ((s->suspend || failed || budget_hold) && in->forks_copying == 0) {
             why = s->suspend ? "suspended: the sandbox pod is removed, the workspace kept"
-                             : "the session ended: the sandbox pod is removed";
+                  : failed   ? "the session ended: the sandbox pod is removed"
+                             : "parked by an AgentBudget: the sandbox pod is removed, the "
+                               "workspace kept";
+        } else if (!need_sandbox && tb && tb->others_waiting) {
+            park = true;
+            why = "idle while another session waits for a slot of its AgentBudget: the sandbox "
+                  "pod is parked, the workspace kept";
         } else if ((!need_sandbox || idle_blocked) && s->sandbox.idle_suspend_seconds > 0) {
             int64_t idle_until = j->updated_at + s->sandbox.idle_suspend_seconds;
             if (in->now >= idle_until) {
@@ -931,22 +956,31 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             sandbox_ready = false;
         }
     }
+    /* a team budget may hold a new sandbox back (a concurrency cap, the
+     * sessions started in a window): the shell asks, then decides again */
+    bool budget_queued = tb && tb->checked && !tb->admitted;
     bool sandbox_created = false;
     if (need_sandbox && !idle_blocked && !in->pod.exists && !journal_moving && !stuck_sandbox) {
+        if (tb && !tb->checked)
+            out->wants_admission = true;
         if (!in->refs_checked)
             out->wants_refs = true;
-        create(out, "v1/pods", children_sandbox_pod(s, in->cfg));
-        event(out, "Normal", "SandboxCreated", "sandbox pod created");
-        sandbox_created = true;
-        if (s->permissions.nhosts && !in->cfg->egress_proxy) {
-            char *note = xasprintf(
-                "spec.permissions.networkAllowlist names hosts (the first: %s), but this operator "
-                "runs without an egress proxy (--egress-proxy), so they allow nothing; only the "
-                "CIDR entries are reachable",
-                s->permissions.hosts[0].text);
-            event(out, "Warning", "EgressProxyMissing", note);
-            free(note);
+        if (!budget_queued) {
+            create(out, "v1/pods", children_sandbox_pod(s, in->cfg));
+            event(out, "Normal", "SandboxCreated", "sandbox pod created");
+            sandbox_created = true;
+            if (s->permissions.nhosts && !in->cfg->egress_proxy) {
+                char *note = xasprintf(
+                    "spec.permissions.networkAllowlist names hosts (the first: %s), but this "
+                    "operator runs without an egress proxy (--egress-proxy), so they allow "
+                    "nothing; only the CIDR entries are reachable",
+                    s->permissions.hosts[0].text);
+                event(out, "Warning", "EgressProxyMissing", note);
+                free(note);
+            }
         }
+    } else {
+        budget_queued = false;
     }
     /* the turn's runner starts beside its sandbox, not after it: the runner
      * waits for the sandbox's address and for tern-sandboxd to answer, so
@@ -1003,11 +1037,14 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     /* --- status ------------------------------------------------------- */
     bool completed = streq(j->outcome, JOURNAL_OUTCOME_COMPLETED) && !j->intent_pending &&
                      !new_intent && !journal_moving && !j->pending_id && !running;
+    bool queued = !failed && !stuck && !running && (budget_queued || budget_hold);
     const char *phase;
     if (failed)
         phase = "Failed";
     else if (stuck)
         phase = "Blocked";
+    else if (queued)
+        phase = "Queued";
     else if (!forked)
         phase = "Provisioning";
     else if (running) /* the runner may be up before its sandbox */
@@ -1067,6 +1104,32 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         ready_msg = stuck_msg;
         out->reason = stuck;
     }
+    /* held back by a team budget: which one and why */
+    char *queue_msg = NULL;
+    const char *queue_reason = NULL, *queue_budget = NULL, *queue_dim = NULL;
+    if (queued) {
+        const char *base = budget_hold ? (tb && tb->exhausted_message ? tb->exhausted_message
+                                          : j->message ? j->message : "an AgentBudget refused "
+                                                                      "the model call")
+                                       : tb->queue_message ? tb->queue_message : "";
+        if (waiting_messages > 0)
+            queue_msg = xasprintf("%s (%lld message%s of spec.messages wait%s for that)", base,
+                                  (long long)waiting_messages, waiting_messages == 1 ? "" : "s",
+                                  waiting_messages == 1 ? "s" : "");
+        else
+            queue_msg = xstrdup(base);
+        queue_dim = budget_hold ? (tb && tb->exhausted_reason ? tb->exhausted_reason : "Tokens")
+                                : tb->queue_reason;
+        queue_budget = budget_hold ? j->reason : tb->queue_budget;
+        queue_reason = streq(queue_dim, "ConcurrentSessions") ? "ConcurrencyLimit"
+                                                              : "BudgetExhausted";
+        ready_reason = queue_reason;
+        ready_msg = queue_msg;
+        out->reason = queue_reason;
+        int64_t again = tb && tb->retry_after > 0 && tb->retry_after < 30 ? tb->retry_after : 30;
+        if (!out->requeue_after || again < out->requeue_after)
+            out->requeue_after = again; /* the budget controller also wakes it on a change */
+    }
     set_cond(st, in, "Ready", !failed && !stuck && strcmp(phase, "Pending") &&
                                   strcmp(phase, "Provisioning"),
              ready_reason, ready_msg);
@@ -1082,8 +1145,10 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     set_cond(st, in, "ApprovalPending", j->pending_id != NULL,
              j->pending_id ? "WaitingForDecision" : "NothingPending",
              j->pending_summary ? j->pending_summary : "");
-    set_cond(st, in, "BudgetExhausted", limit, limit ? "LimitReached" : "WithinLimits",
-             limit ? fail.message : "");
+    bool team_exhausted = queued && streq(queue_reason, "BudgetExhausted");
+    set_cond(st, in, "BudgetExhausted", limit || team_exhausted,
+             limit ? "LimitReached" : team_exhausted ? queue_dim : "WithinLimits",
+             limit ? fail.message : team_exhausted ? queue_msg : "");
     set_cond(st, in, "Completed", completed && !failed && !stuck,
              completed ? "FinalAnswer" : "NotFinished", "");
     set_cond(st, in, "Failed", failed, failed ? fail.reason : "NotFailed",
@@ -1093,6 +1158,18 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         json_add_string(st, "reason", failed ? fail.reason : stuck);
         json_add_string(st, "message", m);
         free(m);
+    } else if (queued) {
+        char *m = cond_bounded(queue_msg, STATUS_MESSAGE_MAX);
+        json_add_string(st, "reason", queue_reason);
+        json_add_string(st, "message", m);
+        free(m);
+        cJSON *q = cJSON_AddObjectToObject(st, "queue");
+        json_add_string(q, "budget", queue_budget ? queue_budget : "");
+        json_add_string(q, "reason", queue_dim ? queue_dim : "");
+        if (budget_queued) {
+            json_add_int64(q, "position", tb->position);
+            json_add_int64(q, "waiting", tb->waiting);
+        }
     }
     if (failed) {
         cJSON *f = cJSON_AddObjectToObject(st, "failure");
@@ -1193,7 +1270,21 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         }
     } else if (stuck && (!streq(old_phase, phase) || !streq(old_msg, new_msg))) {
         status_event(out, "Warning", stuck, new_msg);
+    } else if (queued) {
+        /* told once per budget and reason that turns it away (not for every
+         * move in the line) */
+        const cJSON *oq = json_get(in->status, "queue");
+        if (!streq(old_phase, phase) || !streq(old_str(oq, "budget", NULL), queue_budget) ||
+            !streq(old_str(oq, "reason", NULL), queue_dim)) {
+            if (streq(queue_reason, "ConcurrencyLimit"))
+                status_event(out, "Normal", "Queued", new_msg);
+            else
+                status_event(out, "Warning", "BudgetExhausted", new_msg);
+            out->signals.budget = queue_budget;
+            out->signals.budget_reason = queue_dim;
+        }
     }
+    free(queue_msg);
     failure_done(&fail);
     free(fail_msg);
     free(stuck_msg);

@@ -98,6 +98,27 @@ struct observed_journal {
     double first_request_at;      /* ... as unix seconds (0 = none) */
 };
 
+/* Team budgets (AgentBudget, docs/budgets.md) that apply to the session, as
+ * the shell (controller/budgets.c) found them in etcd. NULL in
+ * reconcile_input when none applies: everything then is as without them. */
+struct observed_budgets {
+    /* admission: may the session take a sandbox (only asked when the
+     * decision wants to create one: reconcile_output.wants_admission) */
+    bool checked;
+    bool admitted;
+    const char *queue_budget;  /* not admitted: the budget that holds it back */
+    const char *queue_reason;  /* "ConcurrentSessions" or "SessionsStarted" */
+    const char *queue_message; /* for people: the numbers, its place in line */
+    int64_t position, waiting; /* its place in that budget's queue (1 = next) */
+    bool others_waiting;       /* a session waits for a slot of a budget this one holds:
+                                * an idle sandbox is parked at once */
+    /* the last turn ended on a budget (journal outcome budget_exhausted): */
+    bool resumable;            /* that budget has room for the refused call again */
+    const char *exhausted_reason;  /* "Tokens" or "CostMicroUSD" */
+    const char *exhausted_message; /* names the budget and the window */
+    int64_t retry_after;       /* seconds to the end of the window that holds it, 0 = none */
+};
+
 struct reconcile_input {
     const char *name, *ns, *uid;
     int64_t generation;
@@ -143,6 +164,8 @@ struct reconcile_input {
     const char *price_json;
     const char *price_table;         /* where the table comes from, for messages */
     const char *price_error;         /* why no table could be read, or NULL */
+
+    const struct observed_budgets *budgets; /* NULL: no AgentBudget applies */
 };
 
 enum reconcile_action_kind {
@@ -183,6 +206,10 @@ struct reconcile_signals {
     double approval_wait;         /* request -> decision of an approval decided now; < 0 = none */
     const char *model_error;      /* a model error told now: unreachable, rate_limited,
                                    * server_error, context_length, bad_request, malformed */
+    const char *budget;           /* an AgentBudget newly turned the session away (borrowed
+                                   * from the input) ... */
+    const char *budget_reason;    /* ... for this (ConcurrentSessions, SessionsStarted,
+                                   * Tokens, CostMicroUSD) */
 };
 
 struct reconcile_output {
@@ -196,6 +223,10 @@ struct reconcile_output {
      * having seen refs_checked: the shell checks what they reference and
      * decides again */
     bool wants_refs;
+    /* ... the same for team budgets: the decision would create the sandbox
+     * pod and budgets apply, but admission was not asked (budgets->checked):
+     * the shell asks and decides again */
+    bool wants_admission;
     struct reconcile_signals signals;
 };
 

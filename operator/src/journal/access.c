@@ -51,6 +51,15 @@ static int ensure_role(struct etcd *admin, const char *role, const char *prefix,
     return 0;
 }
 
+/* One more range for role (idempotent). */
+static int grant_range(struct etcd *admin, const char *role, int perm, const char *prefix,
+                       struct tern_err *err)
+{
+    struct etcd_keys k = {.key = prefix, .prefix = true};
+    int r = etcd_role_grant(admin, role, perm, &k, err);
+    return r ? err_wrap(err, r, "journal access: grant %s on %s", role, prefix) : 0;
+}
+
 int journal_access_init(const struct journal_access_init *in, struct tern_err *err)
 {
     if (!in || !in->base || !in->root_password || !in->operator_user ||
@@ -81,7 +90,9 @@ int journal_access_init(const struct journal_access_init *in, struct tern_err *e
         }
         if ((r = ensure_user(bare, in->operator_user, in->operator_password, err)) ||
             (r = ensure_role(bare, in->operator_user, JOURNAL_ALL_PREFIX, in->operator_user,
-                             err)))
+                             err)) ||
+            (r = grant_range(bare, in->operator_user, ETCD_PERM_READWRITE,
+                             JOURNAL_BUDGET_PREFIX, err)))
             goto out;
         r = etcd_auth_enable(bare, err);
         if (r) {
@@ -99,7 +110,9 @@ int journal_access_init(const struct journal_access_init *in, struct tern_err *e
     }
     /* auth is on: repair the operator's user and role */
     if ((r = ensure_user(root, in->operator_user, in->operator_password, err)) ||
-        (r = ensure_role(root, in->operator_user, JOURNAL_ALL_PREFIX, in->operator_user, err)))
+        (r = ensure_role(root, in->operator_user, JOURNAL_ALL_PREFIX, in->operator_user, err)) ||
+        (r = grant_range(root, in->operator_user, ETCD_PERM_READWRITE, JOURNAL_BUDGET_PREFIX,
+                         err)))
         goto out;
 out:
     etcd_free(root);
@@ -107,10 +120,11 @@ out:
     return r;
 }
 
-int journal_access_grant(struct etcd *admin, const char *uid, const char *password,
-                         struct tern_err *err)
+int journal_access_grant(struct etcd *admin, const char *uid, const char *ns,
+                         const char *password, struct tern_err *err)
 {
     char *user = journal_session_user(uid), *prefix = journal_prefix(uid);
+    char *mirrors = NULL, *counters = NULL, *records = NULL;
     int r;
     if (!user || !prefix || !password || !*password) {
         r = err_set(err, TERN_EINVALID, "journal access: bad uid or password");
@@ -118,10 +132,23 @@ int journal_access_grant(struct etcd *admin, const char *uid, const char *passwo
     }
     if ((r = ensure_user(admin, user, password, err)))
         goto out;
-    r = ensure_role(admin, user, prefix, user, err);
+    if ((r = ensure_role(admin, user, prefix, user, err)) || !ns || !*ns)
+        goto out;
+    /* team budgets (docs/budgets.md): its namespace's mirrors to read, their
+     * counters to reserve and settle in, its own reservation records */
+    mirrors = xasprintf("/tern/v1/bs/%s/", ns);
+    counters = xasprintf("/tern/v1/b/%s/", ns);
+    records = xasprintf("/tern/v1/br/%s/%s/", ns, uid);
+    if ((r = grant_range(admin, user, ETCD_PERM_READ, mirrors, err)) ||
+        (r = grant_range(admin, user, ETCD_PERM_READWRITE, counters, err)))
+        goto out;
+    r = grant_range(admin, user, ETCD_PERM_READWRITE, records, err);
 out:
     free(user);
     free(prefix);
+    free(mirrors);
+    free(counters);
+    free(records);
     return r;
 }
 

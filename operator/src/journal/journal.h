@@ -66,6 +66,7 @@
 #define JOURNAL_OUTCOME_LIMIT     "limit_reached"
 #define JOURNAL_OUTCOME_REFUSED   "refused"
 #define JOURNAL_OUTCOME_ERROR     "error"
+#define JOURNAL_OUTCOME_BUDGET    "budget_exhausted" /* an AgentBudget refused a model call */
 
 enum journal_type {
     JOURNAL_EV_UNKNOWN = 0, /* a type this build does not know: kept, not folded */
@@ -218,6 +219,9 @@ enum journal_key_kind {
     JOURNAL_KEY_LOCK,
 };
 #define JOURNAL_ALL_PREFIX "/tern/v1/s/"
+/* the team budgets' keys (budget/bstore.h: /tern/v1/bs/, b/, bm/, br/),
+ * the operator's too */
+#define JOURNAL_BUDGET_PREFIX "/tern/v1/b"
 
 /* Classifies key; for journal keys copies the session uid into uid (at
  * least TERN_JOURNAL_MAX_UID + 1 bytes) and, for events, sets *ret_seq (may
@@ -349,6 +353,7 @@ int journal_delete(struct etcd *c, const char *uid, struct tern_err *err);
  * with a password:
  *   root             etcd's root role: user and role administration only
  *   <operator user>  role of the same name: READWRITE on JOURNAL_ALL_PREFIX
+ *                    and JOURNAL_BUDGET_PREFIX
  *   tern-s-<uid>     role of the same name: READWRITE on /tern/v1/s/<uid>/,
  *                    one per session, for that session's runner
  * A session's user can read and write its own journal (events, chunks,
@@ -377,9 +382,13 @@ struct journal_access_init {
 int journal_access_init(const struct journal_access_init *in, struct tern_err *err);
 
 /* Gives session uid its user and role (admin: a client of the root user).
- * Idempotent; an existing user gets password. Returns 0 or etcd errors. */
-int journal_access_grant(struct etcd *admin, const char *uid, const char *password,
-                         struct tern_err *err);
+ * Idempotent; an existing user gets password. With ns (the session's
+ * namespace; NULL: the journal only) the role also reads the namespace's
+ * AgentBudget mirrors (/tern/v1/bs/<ns>/) and writes their counters
+ * (/tern/v1/b/<ns>/) and its own reservations (/tern/v1/br/<ns>/<uid>/).
+ * Returns 0 or etcd errors. */
+int journal_access_grant(struct etcd *admin, const char *uid, const char *ns,
+                         const char *password, struct tern_err *err);
 /* *ret_ok: the session's user exists and holds its role. */
 int journal_access_check(struct etcd *admin, const char *uid, bool *ret_ok,
                          struct tern_err *err);

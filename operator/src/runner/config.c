@@ -43,6 +43,7 @@ void runner_spec_done(struct runner_spec *s)
     free(s->model);
     free(s->base_url);
     free(s->uid);
+    cJSON_Delete(s->labels);
     for (size_t i = 0; i < s->nmcp; i++) {
         struct runner_mcp_server *m = &s->mcp[i];
         free(m->name);
@@ -77,6 +78,7 @@ int runner_spec_parse(const cJSON *obj, struct runner_spec *ret, struct tern_err
 {
     struct session_spec *ss = NULL;
     cJSON *wrapped = NULL;
+    const cJSON *labels = json_get(json_get(obj, "metadata"), "labels");
     int rc;
 
     /* a bare spec object is accepted too: wrap it as an AgentSession */
@@ -146,6 +148,8 @@ int runner_spec_parse(const cJSON *obj, struct runner_spec *ret, struct tern_err
         s.remote_names[i] = s.remotes[i].name;
     }
     session_spec_free(ss);
+    if (cJSON_IsObject(labels))
+        s.labels = json_dup(labels);
 
     struct policy_config pc;
     runner_spec_policy(&s, &pc);
@@ -600,7 +604,11 @@ int runner_config_load(const char *(*get)(void *ctx, const char *name), void *ct
         (rc = env_int(get, ctx, "TERN_MAX_COMPLETION_TOKENS", 0, 1000000, 0,
                       &c.max_completion_tokens, err)) ||
         (rc = env_int(get, ctx, "TERN_TEST_CRASH_AFTER_APPENDS", 0, 1000000, 0,
-                      &c.crash_after_appends, err)))
+                      &c.crash_after_appends, err)) ||
+        (rc = env_int(get, ctx, "TERN_TEST_CRASH_AFTER_RESERVE", 0, 1, 0, &c.crash_after_reserve,
+                      err)) ||
+        (rc = env_int(get, ctx, "TERN_TEST_CLOCK_OFFSET_SECONDS", -3153600000LL, 3153600000LL, 0,
+                      &c.clock_offset_s, err)))
         goto out;
     /* compaction (runner/snapshot.h): a snapshot once this many events were
      * appended since the last one; 0 = never */

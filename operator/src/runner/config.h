@@ -14,11 +14,14 @@
  * TERN_PRICES_FILE, TERN_RUNNER_OWNER (default HOSTNAME),
  * TERN_LOCK_TTL_SECONDS (default 10), TERN_LOCK_WAIT_MS (default TTL + 5 s),
  * TERN_MODEL_TIMEOUT_MS, TERN_MODEL_MAX_RETRIES, TERN_MAX_COMPLETION_TOKENS.
- * Test hook: TERN_TEST_CRASH_AFTER_APPENDS=N makes the runner SIGKILL itself
+ * Test hooks: TERN_TEST_CRASH_AFTER_APPENDS=N makes the runner SIGKILL itself
  * right after its Nth committed append (a crash exactly at a step boundary);
  * TERN_TEST_CRASH_AT=<point> at a named point inside a trusted tool call
- * (docs/runner.md). TERN_TRUSTED_DIR (default RUNNER_TRUSTED_DIR): where
- * the credentials of spec.tools are mounted.
+ * (docs/runner.md); TERN_TEST_CRASH_AFTER_RESERVE=1 right after a budget
+ * reservation (before the model call); TERN_TEST_CLOCK_OFFSET_SECONDS=N
+ * moves the clock budget windows are computed with (the operator passes its
+ * own). TERN_TRUSTED_DIR (default RUNNER_TRUSTED_DIR): where the credentials
+ * of spec.tools are mounted.
  *
  * The environment is read through a lookup function so tests need no
  * setenv. Everything parsed is owned by the struct (runner_config_done).
@@ -71,6 +74,7 @@ struct runner_spec {
     char *model;              /* default gpt-5.6-mini */
     char *base_url;           /* or NULL */
     char *uid;                /* metadata.uid, or NULL */
+    cJSON *labels;            /* metadata.labels (for AgentBudget selectors), or NULL */
     struct runner_mcp_server *mcp; /* spec.tools.mcpServers */
     size_t nmcp;
     struct runner_remote *remotes; /* spec.tools.publish.remotes */
@@ -97,6 +101,9 @@ struct runner_config {
     int64_t model_max_retries;
     int64_t max_completion_tokens;
     int64_t crash_after_appends; /* test hook; 0 = off */
+    int64_t clock_offset_s;      /* test hook: TERN_TEST_CLOCK_OFFSET_SECONDS, seconds added
+                                  * to the clock of budget windows */
+    int64_t crash_after_reserve; /* test hook: TERN_TEST_CRASH_AFTER_RESERVE=1 */
     int64_t snapshot_events;  /* TERN_SNAPSHOT_EVENTS: compact after this many events; 0 = never */
     char *crash_at;           /* test hook TERN_TEST_CRASH_AT: a named point of a trusted tool */
     char *trusted_dir;        /* TERN_TRUSTED_DIR */

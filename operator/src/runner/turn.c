@@ -10,6 +10,7 @@
 #include "model/chat.h"
 #include "model/client.h"
 #include "model/price.h"
+#include "runner/budgetgate.h"
 #include "runner/plan.h"
 #include "runner/prompt.h"
 #include "runner/replay.h"
@@ -44,6 +45,7 @@ struct turn {
     struct sbx *sbx;
     struct price_table prices;
     struct tern_err fold_err; /* why the replay fold stopped, if it did */
+    struct gate *gate;     /* team budgets (runner/budgetgate.h) */
     char *system_prompt;   /* built on the first model call */
     char *first_user;
 };
@@ -87,6 +89,7 @@ static int fold(struct turn *t, uint64_t seq, const char *type, int64_t turn, co
                 const cJSON *data, const char *time, struct tern_err *err)
 {
     struct replay_event ev = {seq, type, turn, key, data, time};
+    gate_observe(t->gate, type, seq, data);
     int rc = replay_apply(&t->s, &ev, err);
     if (rc)
         err_wrap(err, rc, "replaying the journal");
@@ -200,6 +203,16 @@ static int append(struct turn *t, const char *type, const char *key, cJSON *data
 static cJSON *obj(void)
 {
     return cJSON_CreateObject();
+}
+
+static int gate_append(void *ctx, const char *type, cJSON *data, uint64_t *ret_seq,
+                       struct tern_err *err)
+{
+    struct turn *t = ctx;
+    int rc = append(t, type, NULL, data, err);
+    if (rc == 0 && ret_seq)
+        *ret_seq = t->s.last_seq;
+    return rc;
 }
 
 /* Compaction (runner/snapshot.h) at the start of a turn that has not
@@ -401,8 +414,14 @@ static int do_model_call(struct turn *t, struct tern_err *err)
         else
             chat_conv_add(&c, m->role, m->content);
     }
+    int64_t completion = 0; /* a team budget needs a bound on the completion */
+    rc = gate_prepare(t->gate, t->cfg->max_completion_tokens, &completion, err);
+    if (rc) {
+        chat_conv_done(&c);
+        return rc;
+    }
     struct chat_options o = {.model = t->cfg->spec.model,
-                             .max_completion_tokens = t->cfg->max_completion_tokens,
+                             .max_completion_tokens = completion,
                              .tool_choice = t->ndefs ? "auto" : NULL,
                              .parallel_tool_calls = false};
     char *body = NULL;
@@ -420,6 +439,14 @@ static int do_model_call(struct turn *t, struct tern_err *err)
         json_add_string(f, "outcome", PLAN_OUTCOME_ERROR);
         json_add_string(f, "reason", "request_build_failed");
         return append(t, "turn_finished", NULL, f, err);
+    }
+    /* reserve the call's worst case against the team budgets; a refusal
+     * journaled the turn's end instead */
+    bool refused = false;
+    if ((rc = gate_reserve(t->gate, t->s.model_steps, strlen(body), completion, &refused, err)) ||
+        refused) {
+        free(body);
+        return rc;
     }
     struct model_call_result res;
     int64_t m0 = mono_ms();
@@ -770,6 +797,13 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
     }
     if ((rc = take_lock(&t, err)))
         goto out;
+    struct gate_config gc = {.etcd = t.etcd, .ns = cfg->ns, .uid = cfg->uid,
+                             .labels = cfg->spec.labels,
+                             .price = price_lookup(&t.prices, cfg->spec.model),
+                             .clock_offset_s = cfg->clock_offset_s,
+                             .crash_after_reserve = cfg->crash_after_reserve != 0,
+                             .append = gate_append, .ctx = &t};
+    t.gate = gate_new(&gc);
     if ((rc = journal_open(t.etcd, cfg->uid, NULL, &t.j, err)) ||
         (rc = journal_create_meta(t.j, cfg->ns, cfg->session, err)) ||
         (rc = replay_all(&t, err)))
@@ -821,6 +855,9 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
             rc = err_set(err, -ECANCELED, "stopped");
             goto out;
         }
+        /* a model call that ended settles its budget reservation */
+        if ((rc = gate_settle(t.gate, err)))
+            goto out;
         struct plan p;
         struct plan_input in = {.uid = cfg->uid, .turn = cfg->turn, .policy = &t.pc,
                                 .now_ms = wall_ms()};
@@ -861,6 +898,7 @@ out:
         journal_lock_release(t.lock, &e2);
     }
     journal_free(t.j);
+    gate_free(t.gate);
     etcd_free(t.etcd);
     model_client_free(t.model);
     trusted_free(t.tr);
