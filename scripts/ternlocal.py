@@ -277,7 +277,8 @@ class Local:
             raise Failed("tern-operator --journal-init: exit %d: %s" % (r.returncode,
                                                                         r.stderr.strip()))
         with open(self.journal_pki.path("root-password")) as f:
-            self.journal.login("root", f.read().strip())
+            self.journal.credentials = ("root", f.read().strip())
+        self.journal.login(*self.journal.credentials)
 
     def start_terndev(self, extra=()):
         """tern-dev up on the started etcd; extra: more flags for `up`.
