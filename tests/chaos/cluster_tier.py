@@ -131,6 +131,9 @@ class ClusterTier:
 
     def collect(self, name, s):
         uid = s["metadata"]["uid"]
+        # a fresh login: etcd's simple tokens expire (5 min) and a trial is
+        # longer than that
+        self.t.journal.token = None
         events = common.journal_events(self.t.journal, uid)
         addr = ((s.get("status") or {}).get("sandbox") or {}).get("address")
         token = self.token(name)
