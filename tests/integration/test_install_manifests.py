@@ -101,6 +101,17 @@ def main():
                 eq(o["subjects"], state["kust"][key]["subjects"], "%s subjects" % (key,))
                 eq(o["roleRef"], state["kust"][key]["roleRef"], "%s roleRef" % (key,))
 
+    def rules_are_whole():
+        # kube-apiserver refuses a PolicyRule without verbs (tern-dev took
+        # one, and a merge once left the chart and the base with one)
+        for src in ("chart", "kust"):
+            for key, o in state[src].items():
+                if key[0] in ("ClusterRole", "Role"):
+                    for i, rule in enumerate(o.get("rules") or []):
+                        eq(bool(rule.get("verbs")), True, "%s %s rules[%d].verbs" % (src, key, i))
+                        eq(bool(rule.get("resources") or rule.get("nonResourceURLs")), True,
+                           "%s %s rules[%d].resources" % (src, key, i))
+
     def same_operator():
         a = state["chart"][("Deployment", "tern-operator")]["spec"]["template"]["spec"]
         b = state["kust"][("Deployment", "tern-operator")]["spec"]["template"]["spec"]
@@ -277,6 +288,7 @@ def main():
         suite.run("render_chart_and_kustomize", render_both)
         if "chart" in state:
             for name, fn in [("same_objects", same_objects), ("same_rbac", same_rbac),
+                             ("rbac_rules_are_whole", rules_are_whole),
                              ("same_operator", same_operator),
                              ("same_egress_proxy", same_egress_proxy), ("same_policy", same_policy),
                              ("same_etcd", same_etcd), ("same_prices", same_prices),
