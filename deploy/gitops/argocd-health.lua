@@ -1,10 +1,28 @@
--- Argo CD health check for tern.dev's kinds: AgentSession, AgentTrigger and
--- AgentSessionTemplate (one script, by obj.kind). Install it in argocd-cm
--- under "resource.customizations.health.tern.dev_AgentSession",
--- "..._AgentTrigger" and "..._AgentSessionTemplate" (see docs/gitops.md).
--- Reads only status written by tern-operator.
+-- Argo CD health check for tern.dev's kinds: AgentSession, AgentTrigger,
+-- AgentBudget and AgentSessionTemplate (one script, by obj.kind). Install it
+-- in argocd-cm under "resource.customizations.health.tern.dev_AgentSession",
+-- "..._AgentTrigger", "..._AgentBudget" and "..._AgentSessionTemplate" (see
+-- docs/gitops.md). Reads only status written by tern-operator.
 hs = {}
 local st = obj.status
+
+-- A trigger or a budget: Progressing until tern-operator has seen the latest
+-- spec, Degraded when its Ready condition is False; nil when neither.
+local function not_settled(what)
+  if st == nil or st.conditions == nil then
+    return {status = "Progressing", message = "waiting for tern-operator to pick the " .. what .. " up"}
+  end
+  if obj.metadata ~= nil and obj.metadata.generation ~= nil and
+     (st.observedGeneration == nil or st.observedGeneration < obj.metadata.generation) then
+    return {status = "Progressing", message = "tern-operator has not yet seen the latest spec"}
+  end
+  for _, c in ipairs(st.conditions) do
+    if c.type == "Ready" and c.status == "False" then
+      return {status = "Degraded", message = (c.reason or "NotReady") .. ": " .. (c.message or "")}
+    end
+  end
+  return nil
+end
 if obj.kind == "AgentSessionTemplate" then
   -- a template has no status: it is data that sessions copy once
   hs.status = "Healthy"
@@ -12,26 +30,8 @@ if obj.kind == "AgentSessionTemplate" then
   return hs
 end
 if obj.kind == "AgentTrigger" then
-  if st == nil or st.conditions == nil then
-    hs.status = "Progressing"
-    hs.message = "waiting for tern-operator to pick the trigger up"
-    return hs
-  end
-  if obj.metadata ~= nil and obj.metadata.generation ~= nil and
-     (st.observedGeneration == nil or st.observedGeneration < obj.metadata.generation) then
-    hs.status = "Progressing"
-    hs.message = "tern-operator has not yet seen the latest spec"
-    return hs
-  end
-  local ready = nil
-  for _, c in ipairs(st.conditions) do
-    if c.type == "Ready" then ready = c end
-  end
-  if ready ~= nil and ready.status == "False" then
-    hs.status = "Degraded"
-    hs.message = (ready.reason or "NotReady") .. ": " .. (ready.message or "")
-    return hs
-  end
+  local unsettled = not_settled("trigger")
+  if unsettled ~= nil then return unsettled end
   if obj.spec ~= nil and obj.spec.suspend == true then
     hs.status = "Suspended"
     hs.message = "suspended (spec.suspend)"
@@ -40,6 +40,19 @@ if obj.kind == "AgentTrigger" then
   hs.status = "Healthy"
   local n = (st.active ~= nil) and #st.active or 0
   hs.message = "last session " .. (st.lastSession or "none") .. ", " .. n .. " active"
+  return hs
+end
+if obj.kind == "AgentBudget" then
+  -- Degraded: an invalid spec or time zone, so the budget is not enforced
+  local unsettled = not_settled("budget")
+  if unsettled ~= nil then return unsettled end
+  -- a used-up budget is working as intended: Healthy, with the numbers
+  local d = st.display or {}
+  local w = st.window or {}
+  hs.status = "Healthy"
+  hs.message = "window " .. (w.key or "?") .. ": concurrent " .. (d.concurrentSessions or "-") ..
+    ", started " .. (d.sessionsStarted or "-") .. ", tokens " .. (d.tokens or "-") ..
+    ", cost " .. (d.cost or "-") .. ", queued " .. tostring(st.queued or 0)
   return hs
 end
 if st ~= nil and st.reason == "TemplateNotFound" then

@@ -1,4 +1,4 @@
-"""deploy/gitops/argocd-health.lua and argocd-health-agentbudget.lua, the Argo
+"""deploy/gitops/argocd-health.lua, the Argo
 CD health checks, run by a real Lua 5.4 on AgentSession, AgentTrigger,
 AgentSessionTemplate and AgentBudget objects in each state the operator
 writes (the `obj` global and the returned `hs` table are what Argo CD
@@ -14,7 +14,6 @@ sys.path.insert(0, HERE)
 from terndev import Suite, eq, contains  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "deploy", "gitops", "argocd-health.lua")
-BUDGET_SCRIPT = os.path.join(ROOT, "deploy", "gitops", "argocd-health-agentbudget.lua")
 
 
 def lua(v):
@@ -116,7 +115,7 @@ def main():
               kind="AgentTrigger", spec={}),
          "Progressing", "latest spec"),
     ]
-    budget = {"metadata": {"name": "team", "generation": 2}}
+    budget = {"kind": "AgentBudget", "metadata": {"name": "team", "generation": 2}}
     budget_cases = [
         ("budget_without_status_is_progressing", dict(budget), "Progressing", "waiting"),
         ("budget_of_an_old_generation_is_progressing",
@@ -136,7 +135,7 @@ def main():
                                                   "spec.window.timeZone: Mars/Base")]}),
          "Degraded", "InvalidTimeZone: spec.window.timeZone: Mars/Base"),
     ]
-    cases += [(n, o, w, m, BUDGET_SCRIPT) for n, o, w, m in budget_cases]
+    cases += budget_cases
     cases = [c if len(c) == 5 else c + (SCRIPT,) for c in cases]
     for name, obj, want, msg, script in cases:
         def check(obj=obj, want=want, msg=msg, script=script):
