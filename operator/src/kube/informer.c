@@ -182,6 +182,11 @@ struct deferred {
     enum dtype type;
     struct ientry *old; /* owned (update/delete) */
     cJSON *new_obj;     /* owned (add/update): the new state */
+    /* or the cached entry holding it (a relist's): its tree is made only for
+     * the handler's call, so a relist of N objects never holds N trees (the
+     * peak that stayed resident after a restart). The informer thread is the
+     * cache's only writer, so the entry lives until dl_run is done. */
+    const struct ientry *new_entry;
     cJSON *del_obj;     /* owned: the last state of a delete, when not old's */
 };
 struct dlist {
@@ -213,6 +218,8 @@ static void dl_run(struct informer *inf, struct dlist *l)
     for (size_t i = 0; i < l->n; i++) {
         struct deferred *d = &l->v[i];
         cJSON *old = NULL;
+        if (!d->new_obj && d->new_entry)
+            d->new_obj = entry_tree(d->new_entry);
         switch (d->type) {
         case D_ADD:
             if (inf->h.on_add)
@@ -310,7 +317,7 @@ static int diff_added(void *ctx, const char *key, void *value)
     bool wanted = old ? dc->inf->h.on_update != NULL : dc->inf->h.on_add != NULL;
     if (old || wanted)
         dl_push(dc->dl, (struct deferred){.type = old ? D_UPDATE : D_ADD, .old = old,
-                                          .new_obj = wanted ? entry_tree(e) : NULL});
+                                          .new_entry = wanted ? e : NULL});
     return 0;
 }
 
@@ -597,6 +604,27 @@ cJSON *informer_get(struct informer *inf, const char *ns, const char *name)
     pthread_rwlock_unlock(&inf->lock);
     free(key);
     return copy;
+}
+
+static int add_entry_bytes(void *ctx, const char *key, void *value)
+{
+    size_t *sum = ctx;
+    const struct ientry *e = value;
+    (void)key;
+    *sum += sizeof *e + strlen(e->json) + 1 + strlen(e->key) + 1 + strlen(e->rv) + 1 +
+            e->nowners * sizeof *e->owners;
+    for (size_t i = 0; i < e->nowners; i++)
+        *sum += strlen(e->owners[i]) + 1;
+    return 0;
+}
+
+size_t informer_cache_bytes(struct informer *inf)
+{
+    size_t sum = 0;
+    pthread_rwlock_rdlock(&inf->lock);
+    kmap_each(inf->cache, add_entry_bytes, &sum);
+    pthread_rwlock_unlock(&inf->lock);
+    return sum;
 }
 
 size_t informer_len(struct informer *inf)

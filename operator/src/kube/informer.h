@@ -92,6 +92,9 @@ int informer_wait_synced(struct informer *inf, long timeout_ms);
 /* A deep copy of the cached object (owned by the caller), or NULL. */
 cJSON *informer_get(struct informer *inf, const char *ns, const char *name);
 size_t informer_len(struct informer *inf);
+/* The bytes the cache's entries hold (text, keys, owner UIDs and the entry
+ * records; not the allocator's overhead nor the indexes' tables). */
+size_t informer_cache_bytes(struct informer *inf);
 /* Calls fn for each cached object (a tree made for the call and freed after
  * it; the read lock is held: fn must not block for long and must not stop
  * the informer). A non-zero return stops the walk and is returned. */
