@@ -499,6 +499,12 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     mallopt(M_ARENA_MAX, 2); /* see the trim loop below */
+    /* Fixed thresholds: glibc raises the mmap threshold each time a large
+     * block is freed, after which list pages and response bodies come from
+     * the heap and their holes pin it; at 256 KiB they are mapped and
+     * unmapped whole. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
     /* block the stop signals before any thread exists (threads inherit the
      * mask), so the main thread alone receives them with sigwait */
     sigset_t stop_set;

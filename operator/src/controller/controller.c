@@ -119,6 +119,20 @@ static void trim_cached(void *ctx, cJSON *obj)
 
 struct controller;
 
+/* The sessions' census for /metrics, kept up to date by the sessions
+ * informer's handlers (add what a new state contributes, subtract what the
+ * old one did), so a scrape costs nothing per session. */
+#define CENSUS_MAX_PHASES 16
+struct census {
+    pthread_mutex_t mu;
+    struct {
+        char name[32];
+        int64_t n;
+    } phases[CENSUS_MAX_PHASES];
+    size_t nphases;
+    int64_t turns, tools, prompt, completion, waiting;
+};
+
 struct handler_ctx {
     struct controller *c;
     enum watched w;
@@ -148,6 +162,7 @@ struct controller {
     struct kclient *kc; /* for controller_reconcile on the caller's thread */
     struct prices *prices;
     struct budgets *budgets; /* AgentBudgets (controller/budgets.h) */
+    struct census census;    /* kept by the sessions informer's handlers */
 };
 
 /* ---- enqueueing ------------------------------------------------------- */
@@ -236,9 +251,13 @@ static void enqueue_key(void *ctx, const char *key)
     workqueue_add(c->q, key);
 }
 
+static void census_count(struct census *cs, const cJSON *obj, int sign);
+
 static void on_add(void *ctx, const cJSON *obj)
 {
     struct handler_ctx *h = ctx;
+    if (h->w == W_SESSIONS)
+        census_count(&h->c->census, obj, 1);
     enqueue_for(h->c, h->w, obj, false);
 }
 
@@ -248,12 +267,18 @@ static void on_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
     /* skip updates that change nothing we decide on (resyncs) */
     if (old_obj != new_obj && streq_rv(old_obj, new_obj))
         return;
+    if (h->w == W_SESSIONS && old_obj != new_obj) {
+        census_count(&h->c->census, old_obj, -1);
+        census_count(&h->c->census, new_obj, 1);
+    }
     enqueue_for(h->c, h->w, new_obj, false);
 }
 
 static void on_delete(void *ctx, const cJSON *obj)
 {
     struct handler_ctx *h = ctx;
+    if (h->w == W_SESSIONS)
+        census_count(&h->c->census, obj, -1);
     enqueue_for(h->c, h->w, obj, true);
 }
 
@@ -1192,6 +1217,9 @@ int controller_new(const struct controller_config *cfg, struct controller **ret,
     c->nworkers = cfg->workers > 0 ? cfg->workers : 2;
     c->workers = xcalloc((size_t)c->nworkers, sizeof *c->workers);
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->census.mu, NULL);
+    snprintf(c->census.phases[0].name, sizeof c->census.phases[0].name, "Unknown");
+    c->census.nphases = 1;
     pthread_mutex_init(&c->workers_mu, NULL);
     c->uid_to_key = kmap_new();
     c->q = workqueue_new(NULL);
@@ -1261,6 +1289,12 @@ int controller_new(const struct controller_config *cfg, struct controller **ret,
                         "Times the journal summary watch ended and everything was resynced.",
                         NULL, 0);
         metrics_declare(m, "tern_sessions", METRICS_GAUGE, "Sessions by phase.", NULL, 0);
+        metrics_declare(m, "tern_cache_objects", METRICS_GAUGE,
+                        "Objects in the operator's caches, by resource.", NULL, 0);
+        metrics_declare(m, "tern_cache_bytes", METRICS_GAUGE,
+                        "Bytes the operator's caches hold, by resource (the objects' trimmed "
+                        "JSON, keys and owner UIDs).",
+                        NULL, 0);
         metrics_declare(m, "tern_approvals_waiting", METRICS_GAUGE,
                         "Sessions waiting for an approval.", NULL, 0);
         metrics_declare(m, "tern_turns", METRICS_GAUGE, "Model turns started, all sessions.",
@@ -1313,16 +1347,12 @@ void controller_free(struct controller *c)
     kmap_each(c->uid_to_key, free_value, NULL);
     kmap_free(c->uid_to_key);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->census.mu);
     pthread_mutex_destroy(&c->workers_mu);
     free(c->workers);
     free(c->namespace);
     free(c);
 }
-
-struct census {
-    struct metrics *m;
-    int64_t turns, tools, prompt, completion, waiting;
-};
 
 static int64_t usage_of(const cJSON *u, const char *key)
 {
@@ -1331,22 +1361,38 @@ static int64_t usage_of(const cJSON *u, const char *key)
     return v > 0 ? v : 0;
 }
 
-static int count_session(void *ctx, const cJSON *obj)
+/* Adds (sign 1) or removes (sign -1) what session obj contributes. A phase
+ * that is not a short name, or one past the table's room, counts as
+ * "Unknown" (the label set stays bounded whatever the API sends). The same
+ * object always lands in the same entry, so a removal undoes its add. */
+static void census_count(struct census *cs, const cJSON *obj, int sign)
 {
-    struct census *cs = ctx;
     const cJSON *st = json_get(obj, "status");
     const cJSON *ph = json_get(st, "phase");
-    char *l = metrics_labels("phase", cJSON_IsString(ph) ? ph->valuestring : "Unknown", NULL);
-    metrics_add(cs->m, "tern_sessions", l, 1);
-    free(l);
+    const char *name = cJSON_IsString(ph) && ph->valuestring[0] &&
+                               strlen(ph->valuestring) < sizeof cs->phases[0].name
+                           ? ph->valuestring
+                           : "Unknown";
     const cJSON *u = json_get(st, "usage");
-    cs->turns += usage_of(u, "modelTurns");
-    cs->tools += usage_of(u, "toolCalls");
-    cs->prompt += usage_of(u, "promptTokens");
-    cs->completion += usage_of(u, "completionTokens");
+    pthread_mutex_lock(&cs->mu);
+    size_t i = 0;
+    while (i < cs->nphases && strcmp(cs->phases[i].name, name) != 0)
+        i++;
+    if (i == cs->nphases && cs->nphases == CENSUS_MAX_PHASES)
+        i = 0; /* "Unknown", the first entry (controller_new) */
+    if (i == cs->nphases) {
+        snprintf(cs->phases[i].name, sizeof cs->phases[i].name, "%s", name);
+        cs->phases[i].n = 0;
+        cs->nphases++;
+    }
+    cs->phases[i].n += sign;
+    cs->turns += sign * usage_of(u, "modelTurns");
+    cs->tools += sign * usage_of(u, "toolCalls");
+    cs->prompt += sign * usage_of(u, "promptTokens");
+    cs->completion += sign * usage_of(u, "completionTokens");
     if (json_get(st, "pendingApproval"))
-        cs->waiting++;
-    return 0;
+        cs->waiting += sign;
+    pthread_mutex_unlock(&cs->mu);
 }
 
 void controller_census(struct controller *c)
@@ -1354,14 +1400,26 @@ void controller_census(struct controller *c)
     struct metrics *m = c->cfg.metrics;
     if (!m)
         return;
-    struct census cs = {.m = m};
+    struct census *cs = &c->census;
     metrics_zero(m, "tern_sessions");
-    informer_each(c->inf[W_SESSIONS], count_session, &cs);
-    metrics_set(m, "tern_turns", "", (double)cs.turns);
-    metrics_set(m, "tern_tool_calls", "", (double)cs.tools);
-    metrics_set(m, "tern_tokens", "kind=\"prompt\"", (double)cs.prompt);
-    metrics_set(m, "tern_tokens", "kind=\"completion\"", (double)cs.completion);
-    metrics_set(m, "tern_approvals_waiting", "", (double)cs.waiting);
+    pthread_mutex_lock(&cs->mu);
+    for (size_t i = 0; i < cs->nphases; i++) {
+        char *l = metrics_labels("phase", cs->phases[i].name, NULL);
+        metrics_set(m, "tern_sessions", l, (double)cs->phases[i].n);
+        free(l);
+    }
+    metrics_set(m, "tern_turns", "", (double)cs->turns);
+    metrics_set(m, "tern_tool_calls", "", (double)cs->tools);
+    metrics_set(m, "tern_tokens", "kind=\"prompt\"", (double)cs->prompt);
+    metrics_set(m, "tern_tokens", "kind=\"completion\"", (double)cs->completion);
+    metrics_set(m, "tern_approvals_waiting", "", (double)cs->waiting);
+    pthread_mutex_unlock(&cs->mu);
+    for (int w = 0; w < W_COUNT; w++) {
+        char *l = metrics_labels("resource", gvrs[w].resource, NULL);
+        metrics_set(m, "tern_cache_objects", l, (double)informer_len(c->inf[w]));
+        metrics_set(m, "tern_cache_bytes", l, (double)informer_cache_bytes(c->inf[w]));
+        free(l);
+    }
 }
 
 /* ---- the caches, for the aggregated API ------------------------------------ */
