@@ -2,7 +2,7 @@
 """bench/operator: tern-operator with N parked sessions, on tern-dev and on the
 real control plane (figures only, asserts nothing).
 
-Run: /usr/bin/python3 bench/operator/bench_operator.py N [--cluster terndev|kube|both]
+Run: /usr/bin/python3 bench/operator/bench_operator.py N [--cluster terndev|kube|both] [--perf]
 (default N 10000, both clusters; `make bench` runs it with TERN_BENCH_SESSIONS).
 
 Per cluster:
@@ -148,18 +148,83 @@ def start_operator(t, name):
 WAITING = 'tern_sessions{phase="WaitingForApproval"}'
 
 
+CLUSTER_PROCS = ("tern-dev", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+                 "kube-etcd", "tern-node")
+
+
+def cluster_cpu(t):
+    """CPU seconds so far of each of the cluster's processes."""
+    out = {}
+    for name in CLUSTER_PROCS:
+        p = t.procs.get(name)
+        pid = getattr(getattr(p, "p", None), "pid", None) or getattr(p, "pid", None)
+        if pid:
+            try:
+                out[name] = proc_stats(pid)[0]
+            except OSError:
+                pass
+    return out
+
+
 def measure_idle(t, op, what, n):
     cpu0, _ = proc_stats(op.p.pid)
+    c0 = cluster_cpu(t)
     m0 = metrics(t)
     time.sleep(20)  # a measurement window, not synchronisation
     cpu1, rss = proc_stats(op.p.pid)
+    c1 = cluster_cpu(t)
     m1 = metrics(t)
     per = " (%.1f KiB per session)" % (rss / n) if n else ""
     print("  %s: RSS %.1f MiB%s, CPU %.2f%% of one core over 20 s, %d reconciles, %d API writes"
           % (what, rss / 1024, per, (cpu1 - cpu0) / 20 * 100,
              m1.get("tern_reconciles_total", 0) - m0.get("tern_reconciles_total", 0),
              m1.get("tern_api_writes_total", 0) - m0.get("tern_api_writes_total", 0)), flush=True)
+    print("      cluster CPU over the same 20 s: %s" % ", ".join(
+        "%s %.1f%%" % (k, (c1[k] - c0[k]) / 20 * 100) for k in c1 if k in c0), flush=True)
+    caches = sorted(((k.split('"')[1], v) for k, v in m1.items()
+                     if k.startswith("tern_cache_bytes{")), key=lambda kv: -kv[1])
+    objs = {k.split('"')[1]: v for k, v in m1.items() if k.startswith("tern_cache_objects{")}
+    if caches:
+        print("      operator caches: %.1f MiB in all: %s" % (
+            sum(v for _, v in caches) / 1048576, ", ".join(
+                "%s %d objects %.1f MiB" % (k, objs.get(k, 0), v / 1048576) for k, v in caches)),
+            flush=True)
     return rss, (cpu1 - cpu0) / 20 * 100
+
+
+class Profile:
+    """perf record -g of the operator (and the cluster's main process) while
+    a stage runs; prints where the time went."""
+
+    def __init__(self, t, op, enabled, what):
+        self.procs, self.what = [], what
+        if not enabled:
+            return
+        pids = [("tern-operator", op.p.pid)]
+        main = t.procs.get("tern-dev") or t.procs.get("kube-apiserver")
+        pid = getattr(getattr(main, "p", None), "pid", None) or getattr(main, "pid", None)
+        if pid:
+            pids.append(("tern-dev" if "tern-dev" in t.procs else "kube-apiserver", pid))
+        import subprocess
+        for name, pid in pids:
+            out = os.path.join(t.dir, "perf-%s-%s.data" % (what, name))
+            self.procs.append((name, out, subprocess.Popen(
+                ["perf", "record", "-g", "-F", "199", "-p", str(pid), "-o", out],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+
+    def report(self):
+        import signal
+        import subprocess
+        for name, out, p in self.procs:
+            p.send_signal(signal.SIGINT)
+            p.wait(timeout=60)
+            rep = subprocess.run(["perf", "report", "-i", out, "--stdio", "--no-children",
+                                  "--sort", "dso,symbol", "-g", "none", "--percent-limit", "2"],
+                                 capture_output=True, text=True).stdout
+            lines = [ln for ln in rep.splitlines() if ln.strip() and not ln.startswith("#")]
+            print("      perf, %s during %s (%s):" % (name, self.what, out), flush=True)
+            for ln in lines[:12]:
+                print("        " + ln.strip(), flush=True)
 
 
 def live_session(t, api, base, remote, n):
@@ -186,6 +251,7 @@ def live_session(t, api, base, remote, n):
                     for c in st.get("conditions", []))
         if name == "live-sandbox":
             mark("sandbox pod created")
+            on_pod_scheduled(o)
             if st.get("phase") == "Running":
                 mark("sandbox pod running")
             if ready:
@@ -198,11 +264,22 @@ def live_session(t, api, base, remote, n):
     def on_job(_ty, o):
         if o["metadata"]["name"] == "live-t1":
             mark("turn Job created")
+
+    def on_claim(_ty, o):
+        if o["metadata"]["name"] == "live-workspace":
+            mark("workspace claim created")
+            if (o.get("status") or {}).get("phase") == "Bound":
+                mark("workspace claim bound")
+
+    def on_pod_scheduled(o):
+        if (o.get("spec") or {}).get("nodeName"):
+            mark("sandbox pod scheduled")
     threads = [threading.Thread(target=api.watch, args=(p, f, stop), daemon=True) for p, f in [
         ("/apis/tern.dev/v1alpha1/namespaces/%s/agentsessions?fieldSelector=metadata.name%%3Dlive"
          % NS, on_session),
         ("/api/v1/namespaces/%s/pods" % NS, on_pod),
-        ("/apis/batch/v1/namespaces/%s/jobs" % NS, on_job)]]
+        ("/apis/batch/v1/namespaces/%s/jobs" % NS, on_job),
+        ("/api/v1/namespaces/%s/persistentvolumeclaims" % NS, on_claim)]]
     for th in threads:
         th.start()
     time.sleep(1)  # the watches open (not synchronisation of the measured path)
@@ -241,7 +318,16 @@ def live_session(t, api, base, remote, n):
     return to_model
 
 
-def run(cluster, n):
+def wait_quiet(t):
+    """Until the operator has run no reconcile for 3 s (its queue drained)."""
+    def quiet():
+        a = metrics(t).get("tern_reconciles_total", 0)
+        time.sleep(3)  # the window that defines quiet, not synchronisation
+        return metrics(t).get("tern_reconciles_total", 0) == a
+    ternlocal.wait_for("the queue to drain", quiet, 600, interval=0)
+
+
+def run(cluster, n, perf=False):
     print("bench/operator on %s: %d parked sessions" % (cluster, n), flush=True)
     with ternlocal.Local(cluster=cluster) as t:
         t.start_etcd()
@@ -269,6 +355,7 @@ def run(cluster, n):
 
         t0 = time.monotonic()
         op = start_operator(t, "tern-operator")
+        prof = Profile(t, op, perf, "first-start")
         ternlocal.wait_for("all parked", lambda: metrics(t).get(WAITING, 0) >= n,
                            max(600, n / 5), interval=0.25)
         first = time.monotonic() - t0
@@ -276,6 +363,11 @@ def run(cluster, n):
         print("  first start: %d sessions reconciled to WaitingForApproval in %.1f s "
               "(%d reconciles, %d API writes: children and status)" %
               (n, first, m.get("tern_reconciles_total", 0), m.get("tern_api_writes_total", 0)),
+              flush=True)
+        prof.report()
+        t0 = time.monotonic()
+        wait_quiet(t)
+        print("  the queue drained (no reconcile for 3 s) %.1f s later" % (time.monotonic() - t0),
               flush=True)
         measure_idle(t, op, "idle", n)
 
@@ -291,13 +383,11 @@ def run(cluster, n):
               (n, relist, m.get("tern_api_writes_total", 0), m.get("tern_status_writes_total", 0),
                m.get("tern_reconcile_errors_total", 0)), flush=True)
 
-        def quiet():
-            a = metrics(t).get("tern_reconciles_total", 0)
-            time.sleep(3)
-            return metrics(t).get("tern_reconciles_total", 0) == a
-        ternlocal.wait_for("the queue to drain", quiet, 600, interval=0)
+        wait_quiet(t)
         measure_idle(t, op, "steady idle after the restart", n)
+        prof = Profile(t, op, perf, "live-session")
         live_session(t, api, base, remote, n)
+        prof.report()
 
 
 def main():
@@ -306,6 +396,9 @@ def main():
     ap.add_argument("n", nargs="?", type=int,
                     default=int(os.environ.get("TERN_BENCH_SESSIONS", "10000")))
     ap.add_argument("--cluster", choices=["terndev", "kube", "both"], default="both")
+    ap.add_argument("--perf", action="store_true",
+                    help="perf record -g the operator and the API server during the first "
+                         "start and the live session, and print the top symbols")
     a = ap.parse_args()
     import kubecluster
     for c in (["terndev", "kube"] if a.cluster == "both" else [a.cluster]):
@@ -313,7 +406,7 @@ def main():
             print("bench/operator on kube: skipped, the real control plane is not built "
                   "(make kube)")
             continue
-        run(c, a.n)
+        run(c, a.n, a.perf)
 
 
 if __name__ == "__main__":
