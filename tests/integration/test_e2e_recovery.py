@@ -494,6 +494,21 @@ def scenario_signals_metrics_and_logs(t):
        True, "ended by reason")
     eq(metric(text, "tern_sessions_ended_total", '{phase="Failed",reason="LimitReached"}') >= 1,
        True, "failed by reason")
+    # the census (kept by the informer's handlers, not counted per scrape)
+    # agrees with the API's sessions by phase, and the caches say their size
+    def census_matches():
+        items = json.loads(t.kubectl("get", "agentsessions", "-o", "json"))["items"]
+        want = {}
+        for s in items:
+            p = s.get("status", {}).get("phase") or "Unknown"
+            want[p] = want.get(p, 0) + 1
+        text = metrics(t)
+        got = {m.group(1): int(float(m.group(2))) for m in re.finditer(
+            r'^tern_sessions\{phase="([^"]*)"\} (\S+)$', text, re.M) if float(m.group(2))}
+        return got == want
+    wait_for("the census to match the API", census_matches, 60)
+    eq(metric(metrics(t), "tern_cache_bytes", '{resource="agentsessions"}') > 0, True,
+       "the sessions cache's bytes")
     # conflicts are not errors: every reconcile error here would be a real one
     eq(metric(text, "tern_reconcile_errors_total"), 0.0, "no reconcile errors counted")
     # the operator's log says what happened to each session, in JSON lines
