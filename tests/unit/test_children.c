@@ -444,3 +444,47 @@ TEST(task_md_holds_what_the_system_prompt_says)
     cJSON_Delete(cm);
     session_spec_free(s);
 }
+
+TEST(namespace_ttls_parse_bounded_and_take_precedence)
+{
+    struct children_ns_ttl *v = NULL;
+    size_t n = 0;
+    struct tern_err e = {0};
+    ASSERT_EQ_INT(children_parse_ns_ttls("team-a=3600,ci=0", &v, &n, &e), 0);
+    ASSERT_EQ_INT((long long)n, 2);
+    ASSERT_EQ_STR(v[0].ns, "team-a");
+    ASSERT_EQ_INT(v[0].seconds, 3600);
+    ASSERT_EQ_INT(v[1].seconds, 0);
+    /* precedence: spec, then the namespace, then the operator (0: keep) */
+    struct session_spec *s = load("examples/approvals-and-limits.yaml");
+    struct children_config c = cfg;
+    c.ns_ttls = v;
+    c.nns_ttls = n;
+    c.session_ttl_seconds = 60;
+    free(s->namespace);
+    s->namespace = xstrdup("team-a");
+    s->ttl_seconds_after_finished = -1;
+    ASSERT_EQ_INT(children_session_ttl(s, &c), 3600);
+    free(s->namespace);
+    s->namespace = xstrdup("ci");
+    ASSERT_EQ_INT(children_session_ttl(s, &c), -1);
+    free(s->namespace);
+    s->namespace = xstrdup("other");
+    ASSERT_EQ_INT(children_session_ttl(s, &c), 60);
+    s->ttl_seconds_after_finished = 5;
+    ASSERT_EQ_INT(children_session_ttl(s, &c), 5);
+    session_spec_free(s);
+    children_ns_ttls_free(v, n);
+    /* refused, with the entry named */
+    static const char *const bad[] = {"team-a",         "=5",           "Team=5", "a=-1",
+                                      "a=31536001",     "a=5,a=6",      "a=5,",   "a=",
+                                      "-a=5",           "a=5x",         ",a=5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e = (struct tern_err){0};
+        ASSERT_EQ_INT(children_parse_ns_ttls(bad[i], &v, &n, &e), TERN_EINVALID);
+        ASSERT_NULL(v);
+        ASSERT_TRUE(e.msg[0] != '\0');
+    }
+    ASSERT_EQ_INT(children_parse_ns_ttls("", &v, &n, &e), 0);
+    ASSERT_EQ_INT((long long)n, 0);
+}

@@ -49,6 +49,7 @@ struct opts {
     const char *prices_cm, *test_clock;
     const char *egress_proxy, *egress_proxy_ns, *egress_proxy_labels;
     const char *webhook_addr, *webhook_cert, *webhook_key, *zoneinfo, *fault;
+    const char *ns_ttls;
     bool leader_elect, journal_init;
     int64_t workers, clock_skew;
     int64_t session_ttl;
@@ -127,6 +128,10 @@ static const struct flag {
     F("ttl-seconds-after-finished", "TERN_TTL_SECONDS_AFTER_FINISHED", 3, session_ttl,
       "delete finished sessions this long after they finished, unless their "
       "spec.ttlSecondsAfterFinished says otherwise (0: keep them)"),
+    F("namespace-ttl-seconds-after-finished", "TERN_NAMESPACE_TTL_SECONDS_AFTER_FINISHED", 0,
+      ns_ttls,
+      "NS=SECONDS,...: per-namespace defaults over --ttl-seconds-after-finished (0: keep "
+      "them there); spec.ttlSecondsAfterFinished still wins"),
 #undef F
 };
 
@@ -518,6 +523,8 @@ int main(int argc, char **argv)
     struct kubeconfig *kube = NULL;
     struct etcd *etcd = NULL, *admin = NULL;
     struct jaccess *jacc = NULL;
+    struct children_ns_ttl *ns_ttls = NULL;
+    size_t nns_ttls = 0;
     struct sapi *api = NULL;
     struct sapi_kube *apik = NULL;
     struct metrics *metrics = metrics_new();
@@ -576,6 +583,10 @@ int main(int argc, char **argv)
             goto out;
         }
     }
+    if (children_parse_ns_ttls(o.ns_ttls, &ns_ttls, &nns_ttls, &err)) {
+        tlog_error("--namespace-ttl-seconds-after-finished", "error", err.msg);
+        goto out;
+    }
     char host[256] = "tern-operator";
     gethostname(host, sizeof host - 1);
     const char *id = o.id && *o.id ? o.id : host;
@@ -610,6 +621,8 @@ int main(int argc, char **argv)
                 .turn_backoff_limit = 4,
                 .job_ttl_seconds = 3600,
                 .session_ttl_seconds = o.session_ttl,
+                .ns_ttls = ns_ttls,
+                .nns_ttls = nns_ttls,
                 .egress_proxy = proxy,
                 .egress_proxy_namespace =
                     o.egress_proxy_ns && *o.egress_proxy_ns ? o.egress_proxy_ns : NULL,
@@ -760,5 +773,6 @@ out:
     kubeconfig_free(kube);
     metrics_free(metrics);
     free(proxy);
+    children_ns_ttls_free(ns_ttls, nns_ttls);
     return rc;
 }

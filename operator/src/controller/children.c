@@ -773,3 +773,84 @@ cJSON *children_viewer_job(const struct session_spec *s, const struct children_c
     free(secret);
     return o;
 }
+
+/* ---- finished sessions' time to live ---------------------------------- */
+
+static bool dns_label(const char *s, size_t n)
+{
+    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+void children_ns_ttls_free(struct children_ns_ttl *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i].ns);
+    free(v);
+}
+
+int children_parse_ns_ttls(const char *text, struct children_ns_ttl **ret, size_t *ret_n,
+                           struct tern_err *err)
+{
+    *ret = NULL;
+    *ret_n = 0;
+    struct children_ns_ttl *v = NULL;
+    size_t n = 0;
+    const char *p = text ? text : "";
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        int64_t secs = 0;
+        char num[24];
+        size_t nlen = eq ? len - (size_t)(eq + 1 - p) : 0;
+        bool ok = eq && dns_label(p, (size_t)(eq - p)) && nlen > 0 && nlen < sizeof num;
+        if (ok) {
+            memcpy(num, eq + 1, nlen);
+            num[nlen] = '\0';
+            ok = num_parse_range(num, 0, SESSION_MAX_TTL_SECONDS, &secs) == 0;
+        }
+        if (!ok) {
+            children_ns_ttls_free(v, n);
+            return err_set(err, TERN_EINVALID,
+                           "\"%.*s\": want NAMESPACE=SECONDS (a DNS label, 0..%d seconds)",
+                           (int)(len > 80 ? 80 : len), p, SESSION_MAX_TTL_SECONDS);
+        }
+        if (n == CHILDREN_MAX_NS_TTLS) {
+            children_ns_ttls_free(v, n);
+            return err_set(err, TERN_EINVALID, "more than %d namespaces", CHILDREN_MAX_NS_TTLS);
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (strlen(v[i].ns) == (size_t)(eq - p) && memcmp(v[i].ns, p, (size_t)(eq - p)) == 0) {
+                children_ns_ttls_free(v, n);
+                return err_set(err, TERN_EINVALID, "namespace %.*s given twice", (int)(eq - p), p);
+            }
+        }
+        v = xreallocarray(v, n + 1, sizeof *v);
+        v[n].ns = xstrndup(p, (size_t)(eq - p));
+        v[n].seconds = secs;
+        n++;
+        p = end ? end + 1 : p + len;
+        if (end && !*p) {
+            children_ns_ttls_free(v, n);
+            return err_set(err, TERN_EINVALID, "a trailing comma");
+        }
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+int64_t children_session_ttl(const struct session_spec *s, const struct children_config *c)
+{
+    if (s->ttl_seconds_after_finished >= 0)
+        return s->ttl_seconds_after_finished;
+    for (size_t i = 0; i < c->nns_ttls; i++)
+        if (s->namespace && strcmp(c->ns_ttls[i].ns, s->namespace) == 0)
+            return c->ns_ttls[i].seconds > 0 ? c->ns_ttls[i].seconds : -1;
+    return c->session_ttl_seconds > 0 ? c->session_ttl_seconds : -1;
+}

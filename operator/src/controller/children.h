@@ -24,10 +24,19 @@
 #ifndef TERN_CHILDREN_H
 #define TERN_CHILDREN_H
 
+#include "base/err.h"
 #include "spec/session_spec.h"
 
 #include <cJSON.h>
 #include <stdint.h>
+
+/* A namespace's default time to live of finished sessions (0: keep). */
+struct children_ns_ttl {
+    char *ns;
+    int64_t seconds;
+};
+
+#define CHILDREN_MAX_NS_TTLS 256
 
 /* Operator-wide settings that fill what a session leaves unset. */
 struct children_config {
@@ -46,6 +55,10 @@ struct children_config {
     /* sessions without spec.ttlSecondsAfterFinished are deleted this long
      * after they finished; <= 0: kept (--ttl-seconds-after-finished) */
     int64_t session_ttl_seconds;
+    /* namespace defaults that take precedence over session_ttl_seconds
+     * (--namespace-ttl-seconds-after-finished; children_parse_ns_ttls) */
+    const struct children_ns_ttl *ns_ttls;
+    size_t nns_ttls;
     /* The egress proxy sandboxes use (docs/egress.md); NULL = none, and
      * then host entries of networkAllowlist allow nothing. */
     const char *egress_proxy;           /* "HOST:PORT" for HTTP(S)_PROXY (HOST an IP literal) */
@@ -59,6 +72,17 @@ struct children_config {
 #define CHILDREN_LABEL_TURN        "tern.dev/turn"
 #define CHILDREN_ANN_SANDBOX_HASH  "tern.dev/sandbox-hash"
 #define CHILDREN_RUNNER_EXIT_CONFIG 78 /* tern-runner: configuration error */
+
+/* Parses "NS=SECONDS[,NS=SECONDS...]" (namespaces DNS labels, each once;
+ * seconds 0..SESSION_MAX_TTL_SECONDS; at most CHILDREN_MAX_NS_TTLS; "" is
+ * none). Returns 0 with a new array (children_ns_ttls_free), or
+ * TERN_EINVALID naming the bad entry. */
+int children_parse_ns_ttls(const char *text, struct children_ns_ttl **ret, size_t *ret_n,
+                           struct tern_err *err);
+void children_ns_ttls_free(struct children_ns_ttl *v, size_t n);
+/* The time to live of s's finished state: spec.ttlSecondsAfterFinished,
+ * else its namespace's default, else the operator's; -1: kept. */
+int64_t children_session_ttl(const struct session_spec *s, const struct children_config *c);
 
 /* Child names, newly allocated. */
 char *children_name(const char *session, const char *suffix);

@@ -1062,9 +1062,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     out->phase = phase;
 
     /* --- a finished session past its time to live ----------------------- */
-    int64_t ttl = s->ttl_seconds_after_finished >= 0 ? s->ttl_seconds_after_finished
-                  : in->cfg->session_ttl_seconds > 0 ? in->cfg->session_ttl_seconds
-                                                     : -1;
+    int64_t ttl = children_session_ttl(s, in->cfg);
     if (ttl >= 0 && (streq(phase, "Succeeded") || streq(phase, "Failed")) && j->last_seq > 0) {
         int64_t expires = j->updated_at + ttl;
         if (in->now >= expires) {
