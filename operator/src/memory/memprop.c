@@ -65,7 +65,8 @@ static size_t rtrim_len(const char *s, size_t n)
     return n;
 }
 
-/* The lowest heading level in text outside fences (7 when none). */
+/* The lowest heading level in text outside fences (7 when none); a code
+ * fence left open at its end is -1. */
 static int min_heading(const char *text)
 {
     int lowest = 7;
@@ -86,7 +87,7 @@ static int min_heading(const char *text)
         }
         p += n + (nl ? 1 : 0);
     }
-    return lowest;
+    return fence ? -1 : lowest;
 }
 
 int memprop_parse_args(const char *json, size_t len, struct memprop_args *ret,
@@ -100,7 +101,10 @@ int memprop_parse_args(const char *json, size_t len, struct memprop_args *ret,
     if (!json)
         return err_set(err, TERN_EINVALID, "arguments: Required value");
     if ((rc = json_parse(json, len, &root, err))) {
-        rc = err_wrap(err, TERN_EINVALID, "arguments are not valid JSON");
+        err_wrap(err, TERN_EINVALID, "arguments are not valid JSON");
+        if (err)
+            err->code = TERN_EINVALID;
+        rc = TERN_EINVALID;
         goto out;
     }
     if (!cJSON_IsObject(root)) {
@@ -154,7 +158,13 @@ int memprop_parse_args(const char *json, size_t len, struct memprop_args *ret,
                      TERN_MEMORY_MAX_SECTION);
         goto out;
     }
-    if (min_heading(content) <= level) {
+    int lowest = min_heading(content);
+    if (lowest < 0) {
+        rc = err_set(err, TERN_EINVALID,
+                     "replace_section.content: a code fence (``` or ~~~) is left open");
+        goto out;
+    }
+    if (lowest <= level) {
         rc = err_set(err, TERN_EINVALID,
                      "replace_section.content: holds a heading of level %d or above; a "
                      "proposal changes one section (use deeper headings inside it)",
@@ -232,6 +242,9 @@ int memprop_replace_section(const char *doc, size_t len, const char *heading,
     if (!found && !*content)
         return err_set(err, TERN_EINVALID, "simple.md has no section \"%.200s\" to remove",
                        heading);
+    if (!found && fence)
+        return err_set(err, TERN_EINVALID, "simple.md ends inside an open code fence: a new "
+                       "section cannot be added after it");
     struct buf b;
     buf_init(&b, 2 * TERN_MEMORY_MAX_FILE); /* never reached: doc and one section */
     if (found) {

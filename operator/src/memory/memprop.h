@@ -32,7 +32,7 @@ struct memprop_args {
  * "content"}} (JSON text of len bytes): no other members, strings within
  * the bounds, no control characters but newline and tab, a heading that is
  * one ATX heading line, content without a heading of the section's level
- * or above (outside code fences). Returns 0 and *ret, or TERN_EINVALID with
+ * or above (outside code fences) and without a code fence left open. Returns 0 and *ret, or TERN_EINVALID with
  * a message for the model. */
 int memprop_parse_args(const char *json, size_t len, struct memprop_args *ret,
                        struct tern_err *err);
@@ -48,7 +48,8 @@ int memprop_heading_level(const char *line, size_t len);
  * heading not in doc is appended as a new section; empty content removes
  * the section. Returns 0 and *ret (the new document, NUL-terminated), or
  * TERN_EINVALID when it does not apply: the heading appears more than once,
- * there is no section to remove, doc holds a NUL or is over
+ * there is no section to remove, a new section would follow an open code
+ * fence, doc holds a NUL or is over
  * TERN_MEMORY_MAX_FILE, the result would be, or would equal doc. */
 int memprop_replace_section(const char *doc, size_t len, const char *heading,
                             const char *content, char **ret, struct tern_err *err);
