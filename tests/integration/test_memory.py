@@ -54,13 +54,13 @@ SCRIPT_LATER = {"model": "fake", "steps": [
     {"reply": {"content": "read it"}}]}
 
 
-def session_yaml(name, base):
+def session_yaml(name, base, extra=""):
     return ("apiVersion: tern.dev/v1alpha1\nkind: AgentSession\n"
             "metadata: {name: %s, namespace: default}\n"
             "spec:\n  objective: keep the team's notes current\n"
             "  model: {name: fake, baseURL: %s, apiKeySecretRef: {name: model, key: api-key}}\n"
             "  memory: {configMapRef: {name: team-memory}}\n"
-            "  permissions: {tools: [read_file, list_files]}\n") % (name, base)
+            "  permissions: {tools: [read_file, list_files]}\n%s") % (name, base, extra)
 
 
 def start_model(t, name, script):
@@ -246,6 +246,21 @@ def scenario_conflict(t):
     eq(cm["metadata"]["resourceVersion"], rv, "not written")
 
 
+def sandbox_get(t, name, path):
+    import base64
+    import urllib.request
+    tok = base64.b64decode(t.get_json("secret", name + "-sandbox-token")["data"]["token"]).decode()
+    addr = t.session(name)["status"]["sandbox"]["address"]
+    req = urllib.request.Request("http://%s/v1/files/%s" % (addr, path),
+                                 headers={"Authorization": "Bearer " + tok})
+    return urllib.request.urlopen(req, timeout=10).read().decode()
+
+
+def scenario_running_sandbox_keeps_its_file(t):
+    eq((t.session("mem")["status"].get("sandbox") or {}).get("ready"), True, "mem's sandbox up")
+    eq(sandbox_get(t, "mem", "simple.md"), MEMORY, "the running pod's simple.md is unchanged")
+
+
 def scenario_later_session_sees_it(t):
     t.kubectl("apply", "-f", "-", input=session_yaml("mem-later", t.later_base))
     succeeded(t, "mem-later")
@@ -279,6 +294,7 @@ SCENARIOS = [
     ("approved_operator_killed_after_update_applied_once",
      scenario_operator_killed_after_update),
     ("second_proposal_conflicts", scenario_conflict),
+    ("running_sandbox_keeps_its_file", scenario_running_sandbox_keeps_its_file),
     ("later_session_sees_new_memory", scenario_later_session_sees_it),
 ]
 
@@ -299,7 +315,9 @@ def main():
             "metadata": {"name": "team-memory", "namespace": "default"},
             "data": {"simple.md": MEMORY}}))
         start_operator(t, hook="operator_memory_applied")
-        t.kubectl("apply", "-f", "-", input=session_yaml("mem", mem_base))
+        # (its sandbox stays: the running pod's simple.md is checked after the change)
+        t.kubectl("apply", "-f", "-", input=session_yaml(
+            "mem", mem_base, "  sandbox: {idleSuspendSeconds: 0}\n"))
         t.kubectl("apply", "-f", "-", input=session_yaml("memk", kill_base))
         for name, fn in SCENARIOS:
             suite.run(name, fn, t)

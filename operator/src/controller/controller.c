@@ -732,7 +732,8 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
     const char *uid = meta_str(session, "uid");
     char *rv = xstrdup(meta_str(session, "resourceVersion") ? meta_str(session, "resourceVersion")
                                                             : "");
-    int r = 0;
+    int r = 0, deferred = 0;
+    struct tern_err deferred_err = {0};
     for (size_t i = 0; i < out->nactions && !r; i++) {
         const struct reconcile_action *a = &out->actions[i];
         struct kclient_err ke = {0};
@@ -837,9 +838,26 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
             if (!a->after_status)
                 record(c, session, a);
             break;
-        case RA_MEMORY_APPLY:
-            r = memory_apply(c, kc, session, j, a, err);
+        case RA_MEMORY_APPLY: {
+            /* a failure here holds nothing else of the session back: the
+             * other actions and the status go on, the error is returned
+             * after them (the key is retried with backoff) */
+            struct tern_err me = {0};
+            int mr = memory_apply(c, kc, session, j, a, &me);
+            if (mr) {
+                if (mr != TERN_ECONFLICT) {
+                    char *note = xasprintf("memory proposal %s not applied yet (retried): %s",
+                                           a->key, me.msg);
+                    memory_event(c, session, "Warning", "MemoryApplyFailed", note);
+                    free(note);
+                }
+                if (!deferred) {
+                    deferred = mr;
+                    deferred_err = me;
+                }
+            }
             break;
+        }
         }
     }
     if (!r && out->status) {
@@ -871,6 +889,8 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
         if (out->actions[i].kind == RA_EVENT && out->actions[i].after_status)
             record(c, session, &out->actions[i]);
     free(rv);
+    if (!r && deferred)
+        r = err_set(err, deferred, "%s", deferred_err.msg);
     return r;
 }
 
