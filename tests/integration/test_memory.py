@@ -231,6 +231,10 @@ def scenario_operator_killed_after_update(t):
        [(t.ids[0], sha(MEMORY), sha(want))], "one application in the history")
     applied = [e for e in events(t, "mem") if e["type"] == "memory_applied"]
     eq(len(applied), 1, "one memory_applied record")
+    logs = t.tern("logs", "mem")
+    contains(logs, "memory proposal %s approved by" % t.ids[0], "kubectl tern logs: the decision")
+    contains(logs, "memory proposal %s applied: applied to ConfigMap team-memory" % t.ids[0],
+             "kubectl tern logs: its application")
     t.applied = want
 
 

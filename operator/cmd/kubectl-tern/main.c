@@ -689,6 +689,10 @@ static void print_event_json(const cJSON *ev, bool live_shown)
             buf_printf(&head, " (MCP server %s)", S("server"));
         if (cJSON_IsTrue(json_get(d, "redacted")))
             buf_puts(&head, " (credentials redacted)");
+        const cJSON *mp = json_get(d, "memoryProposal"); /* propose_memory_update */
+        if (mp)
+            buf_printf(&head, " (memory proposal %s for %s: %s)", str_or(mp, "id"),
+                       str_or(mp, "heading"), str_or(mp, "reason"));
         body = S("output");
         if (live_shown && strcmp(S("tool"), "exec_command") == 0)
             buf_puts(&head, " (its output was shown above as it ran; as recorded:)");
@@ -699,6 +703,15 @@ static void print_event_json(const cJSON *ev, bool live_shown)
                    *S("decidedBy") ? S("decidedBy") : "(unknown)");
         if (*S("reason"))
             buf_printf(&head, ": %s", S("reason"));
+    } else if (strcmp(type, "memory_decided") == 0) {
+        buf_printf(&head, "memory proposal %s %s by %s", S("id"), S("decision"),
+                   *S("decidedBy") ? S("decidedBy") : "(unknown)");
+        if (*S("reason"))
+            buf_printf(&head, ": %s", S("reason"));
+    } else if (strcmp(type, "memory_applied") == 0) {
+        buf_printf(&head, "memory proposal %s %s: %s", S("id"),
+                   strcmp(S("result"), "applied") == 0 ? "applied" : "not applied (conflict)",
+                   S("message"));
     } else if (strcmp(type, "turn_finished") == 0) {
         buf_printf(&head, "turn finished: %s%s%s", S("outcome"), *S("reason") ? " " : "",
                    S("reason"));
