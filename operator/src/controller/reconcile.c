@@ -246,6 +246,8 @@ static void decide_memory(const struct reconcile_input *in, struct reconcile_out
                 p = it;
         }
         const char *state = p ? old_str(p, "state", NULL) : NULL;
+        /* decided this way already (Approved, Applied, Conflict / Rejected) */
+        bool same_way = approve ? !streq(state, "Rejected") : streq(state, "Rejected");
         if (in->ann_memory_approve && in->ann_memory_reject) {
             event(out, "Warning", "MemoryDecisionRejected",
                   "both tern.dev/memory-approve and tern.dev/memory-reject are set; neither was "
@@ -280,7 +282,7 @@ static void decide_memory(const struct reconcile_input *in, struct reconcile_out
             free(note);
             if (approve)
                 approved_now = id;
-        } else if (!(approve ? !streq(state, "Rejected") : streq(state, "Rejected"))) {
+        } else if (!same_way) {
             /* (decided the same way already: an interrupted annotation
              * removal, removed silently) */
             char *note = xasprintf("memory proposal %s is already %s; the annotation was removed",
@@ -353,7 +355,7 @@ static void memory_status(const struct reconcile_input *in, cJSON *st)
         json_add_string(o, "session", in->name);
         for (size_t i = 0; keys[i]; i++) {
             const char *v = old_str(p, keys[i], NULL);
-            if (v && (*v || strcmp(keys[i], "message") != 0))
+            if (v && *v)
                 json_add_string(o, keys[i], v);
         }
         int64_t turn = 0;
