@@ -86,7 +86,8 @@ class Run:
 
     def clear(self, name):
         self.t.kubectl("annotate", "agentsession", name, "-n", NS, "tern.dev/approve-",
-                       "tern.dev/deny-", "tern.dev/decided-by-")
+                       "tern.dev/deny-", "tern.dev/decided-by-", "tern.dev/memory-approve-",
+                       "tern.dev/memory-reject-")
 
 
 def helm_policy():
@@ -155,7 +156,7 @@ def policy_cases(r, full=True):
     eq(st.get("reason"), "Forbidden", "reason")
     contains(st.get("message", ""), "ValidatingAdmissionPolicy 'tern-approvals' with binding "
              "'tern-approvals' denied request: only members of group %s may approve or deny "
-             "tool calls; mallory is not one" % GROUP, "message")
+             "tool calls or memory proposals; mallory is not one" % GROUP, "message")
     p = r.kubectl_as("mallory", [], "annotate", "agentsession", "s1", "-n", NS,
                      "tern.dev/deny=ap-1", "tern.dev/decided-by=mallory")
     eq(p.returncode != 0, True, "kubectl --as mallory annotate deny")
@@ -175,6 +176,15 @@ def policy_cases(r, full=True):
                      "tern.dev/approve=ap-1", "tern.dev/decided-by=bob")
     eq(p.returncode, 0, "a member approving as themself: " + p.stderr)
     r.clear("s1")
+    # memory proposals' decisions: the same rules
+    for key in ("tern.dev/memory-approve", "tern.dev/memory-reject"):
+        code, st = r.decide("mallory", [], "s1", key=key, value="mp-000000000001", by="mallory")
+        eq(code, 403, "non-member's %s: %s" % (key, json.dumps(st)[:300]))
+        code, st = r.decide("bob", [GROUP], "s1", key=key, value="mp-000000000001", by="alice")
+        eq(code, 422, "%s decided-by another user: %s" % (key, json.dumps(st)[:300]))
+        code, st = r.decide("bob", [GROUP], "s1", key=key, value="mp-000000000001", by="bob")
+        eq(code, 200, "a member's %s as themself: %s" % (key, json.dumps(st)[:300]))
+        r.clear("s1")
     if not full:
         return
     # a decision on create is a decision too

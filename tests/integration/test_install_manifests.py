@@ -112,6 +112,18 @@ def main():
                         eq(bool(rule.get("resources") or rule.get("nonResourceURLs")), True,
                            "%s %s rules[%d].resources" % (src, key, i))
 
+    def operator_updates_memory():
+        # an approved memory proposal is applied with a PUT of the memory
+        # ConfigMap (controller.c memory_apply): both installs grant it
+        for src in ("chart", "kust"):
+            ok = False
+            for key, o in state[src].items():
+                if key[0] == "ClusterRole" and "operator" in key[1]:
+                    ok = ok or any("configmaps" in (r.get("resources") or []) and
+                                   "update" in r.get("verbs", []) and not r.get("resourceNames")
+                                   for r in o.get("rules") or [])
+            eq(ok, True, "%s: the operator may update ConfigMaps" % src)
+
     def same_operator():
         a = state["chart"][("Deployment", "tern-operator")]["spec"]["template"]["spec"]
         b = state["kust"][("Deployment", "tern-operator")]["spec"]["template"]["spec"]
@@ -289,6 +301,7 @@ def main():
         if "chart" in state:
             for name, fn in [("same_objects", same_objects), ("same_rbac", same_rbac),
                              ("rbac_rules_are_whole", rules_are_whole),
+                             ("operator_updates_memory", operator_updates_memory),
                              ("same_operator", same_operator),
                              ("same_egress_proxy", same_egress_proxy), ("same_policy", same_policy),
                              ("same_etcd", same_etcd), ("same_prices", same_prices),

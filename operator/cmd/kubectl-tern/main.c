@@ -2,6 +2,7 @@
  *
  *   kubectl tern approve SESSION [ID] [--reason TEXT] [--as-user NAME]
  *   kubectl tern deny SESSION [ID] [--reason TEXT] [--as-user NAME]
+ *   kubectl tern memory approve|reject SESSION ID [--reason TEXT] [--as-user NAME]
  *   kubectl tern say SESSION MESSAGE
  *   kubectl tern retry SESSION
  *   kubectl tern fork SESSION NEW-NAME
@@ -59,6 +60,9 @@ static const char usage_text[] =
     "Commands:\n"
     "  approve SESSION [ID]    approve the pending tool call (ID defaults to the pending one)\n"
     "  deny SESSION [ID]       deny it; --reason TEXT is recorded in the journal\n"
+    "  memory approve SESSION ID  apply a memory proposal (status.memoryProposals) to the\n"
+    "                          session's memory ConfigMap\n"
+    "  memory reject SESSION ID   reject it; --reason TEXT is recorded in the journal\n"
     "  say SESSION MESSAGE     append a user message (spec.messages); it becomes a turn\n"
     "                          (refused, saying why, when it would not be processed)\n"
     "  retry SESSION           continue a Failed session with a new turn from the journal\n"
@@ -78,8 +82,8 @@ static const char usage_text[] =
     "  -n, --namespace NS      the session's namespace (default: the context's)\n"
     "      --context NAME      kubeconfig context\n"
     "      --kubeconfig FILE   kubeconfig file (default: $KUBECONFIG, ~/.kube/config)\n"
-    "      --reason TEXT       approve/deny: why (tern.dev/reason)\n"
-    "      --as-user NAME      approve/deny: tern.dev/decided-by (default: who the API\n"
+    "      --reason TEXT       approve/deny/memory: why (tern.dev/reason)\n"
+    "      --as-user NAME      approve/deny/memory: tern.dev/decided-by (default: who the API\n"
     "                          server says you are, if it can say)\n"
     "  -o, --output json       logs: one JSON object per line (the events as stored)\n"
     "      --as USER           act as USER (impersonation), --as-group GROUP likewise\n";
@@ -259,6 +263,63 @@ static int cmd_decide(struct cli *c, bool approve)
     free(user);
     cJSON_Delete(s);
     return r;
+}
+
+/* kubectl tern memory approve|reject SESSION ID: the proposal must be one
+ * of status.memoryProposals waiting for a decision (Pending). */
+static int cmd_memory(struct cli *c)
+{
+    if (c->nargs < 3 || (strcmp(c->args[0], "approve") != 0 && strcmp(c->args[0], "reject") != 0))
+        return die("usage: kubectl tern memory approve|reject SESSION ID [--reason TEXT]");
+    bool approve = strcmp(c->args[0], "approve") == 0;
+    const char *name = c->args[1], *id = c->args[2];
+    cJSON *s = NULL;
+    if (get_session(c, name, &s))
+        return 1;
+    const cJSON *p = NULL, *it;
+    struct buf known;
+    buf_init(&known, 4096);
+    cJSON_ArrayForEach(it, json_get(json_get(s, "status"), "memoryProposals"))
+    {
+        const char *pid = str_at(it, "id", NULL), *st = str_at(it, "state", NULL);
+        if (pid && strcmp(pid, id) == 0)
+            p = it;
+        if (pid && st && strcmp(st, "Pending") == 0)
+            buf_printf(&known, "%s%s", known.len ? ", " : "", pid);
+    }
+    int rc = 0;
+    const char *state = p ? str_at(p, "state", NULL) : NULL;
+    if (!p)
+        rc = die("%s is not a memory proposal of agentsession %s (pending: %s); nothing was "
+                 "changed",
+                 id, name, known.len ? buf_str(&known) : "none");
+    else if (!state || strcmp(state, "Pending") != 0)
+        rc = die("memory proposal %s of agentsession %s is %s, not Pending; nothing was changed",
+                 id, name, state ? state : "in no state");
+    if (rc) {
+        buf_done(&known);
+        cJSON_Delete(s);
+        return rc;
+    }
+    char *user = c->as_user ? xstrdup(c->as_user) : whoami(c);
+    cJSON *body = cJSON_CreateObject();
+    cJSON *anns =
+        cJSON_AddObjectToObject(cJSON_AddObjectToObject(body, "metadata"), "annotations");
+    json_add_string(anns, approve ? "tern.dev/memory-approve" : "tern.dev/memory-reject", id);
+    if (user)
+        json_add_string(anns, "tern.dev/decided-by", user);
+    if (c->reason)
+        json_add_string(anns, "tern.dev/reason", c->reason);
+    const char *heading = str_at(p, "heading", NULL);
+    char *done = xasprintf("memory proposal %s%s%s%s %s", id, heading ? " (" : "",
+                           heading ? heading : "", heading ? ")" : "",
+                           approve ? "approved" : "rejected");
+    rc = patch(c, name, KCLIENT_PATCH_MERGE, body, done);
+    free(done);
+    free(user);
+    buf_done(&known);
+    cJSON_Delete(s);
+    return rc;
 }
 
 static int64_t int_at(const cJSON *o, const char *k);
@@ -495,6 +556,14 @@ static int cmd_get(struct cli *c)
                str_at(pa, "summary", NULL) ? str_at(pa, "summary", NULL) : "",
                str_at(pa, "requestedAt", NULL) ? str_at(pa, "requestedAt", NULL) : "?",
                c->args[0], c->args[0]);
+    const cJSON *mp;
+    cJSON_ArrayForEach(mp, json_get(st, "memoryProposals"))
+    {
+        printf("Memory:     %s %s: %s (%s)\n", str_at(mp, "id", NULL) ? str_at(mp, "id", NULL) : "?",
+               str_at(mp, "state", NULL) ? str_at(mp, "state", NULL) : "?",
+               str_at(mp, "heading", NULL) ? str_at(mp, "heading", NULL) : "",
+               str_at(mp, "reason", NULL) ? str_at(mp, "reason", NULL) : "");
+    }
     const cJSON *sb = json_get(st, "sandbox");
     if (sb)
         printf("Sandbox:    %s %s%s\n", str_at(sb, "pod", NULL) ? str_at(sb, "pod", NULL) : "",
@@ -620,6 +689,10 @@ static void print_event_json(const cJSON *ev, bool live_shown)
             buf_printf(&head, " (MCP server %s)", S("server"));
         if (cJSON_IsTrue(json_get(d, "redacted")))
             buf_puts(&head, " (credentials redacted)");
+        const cJSON *mp = json_get(d, "memoryProposal"); /* propose_memory_update */
+        if (mp)
+            buf_printf(&head, " (memory proposal %s for %s: %s)", str_or(mp, "id"),
+                       str_or(mp, "heading"), str_or(mp, "reason"));
         body = S("output");
         if (live_shown && strcmp(S("tool"), "exec_command") == 0)
             buf_puts(&head, " (its output was shown above as it ran; as recorded:)");
@@ -630,6 +703,15 @@ static void print_event_json(const cJSON *ev, bool live_shown)
                    *S("decidedBy") ? S("decidedBy") : "(unknown)");
         if (*S("reason"))
             buf_printf(&head, ": %s", S("reason"));
+    } else if (strcmp(type, "memory_decided") == 0) {
+        buf_printf(&head, "memory proposal %s %s by %s", S("id"), S("decision"),
+                   *S("decidedBy") ? S("decidedBy") : "(unknown)");
+        if (*S("reason"))
+            buf_printf(&head, ": %s", S("reason"));
+    } else if (strcmp(type, "memory_applied") == 0) {
+        buf_printf(&head, "memory proposal %s %s: %s", S("id"),
+                   strcmp(S("result"), "applied") == 0 ? "applied" : "not applied (conflict)",
+                   S("message"));
     } else if (strcmp(type, "turn_finished") == 0) {
         buf_printf(&head, "turn finished: %s%s%s", S("outcome"), *S("reason") ? " " : "",
                    S("reason"));
@@ -1024,8 +1106,8 @@ int main(int argc, char **argv)
     kclient_set_default_user_agent("kubectl-tern/0.1.0");
     if (parse(argc, argv, &c))
         return 1;
-    static const char *const known[] = {"approve", "deny", "say", "fork", "suspend",
-                                        "resume", "get", "logs", "ls", "cp", "retry"};
+    static const char *const known[] = {"approve", "deny", "say",  "fork", "suspend", "resume",
+                                        "get",     "logs", "ls",   "cp",   "retry",   "memory"};
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         ok = ok || strcmp(c.cmd, known[i]) == 0;
@@ -1038,6 +1120,8 @@ int main(int argc, char **argv)
         r = cmd_decide(&c, true);
     else if (strcmp(c.cmd, "deny") == 0)
         r = cmd_decide(&c, false);
+    else if (strcmp(c.cmd, "memory") == 0)
+        r = cmd_memory(&c);
     else if (strcmp(c.cmd, "say") == 0)
         r = cmd_say(&c);
     else if (strcmp(c.cmd, "retry") == 0)

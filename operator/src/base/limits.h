@@ -67,6 +67,14 @@
 #define TERN_RUNNER_MAX_SANDBOX_BODY (16u << 20) /* one sandboxd response */
 #define TERN_RUNNER_MAX_ARTIFACTS  100         /* output/ files listed in turn_finished */
 #define TERN_APPROVAL_MAX_REASON   1024        /* an approver's reason (tern.dev/reason) */
+/* Memory proposals (memory/memprop, docs/tools.md "propose_memory_update") */
+#define TERN_MEMORY_MAX_FILE       (256u << 10) /* simple.md a proposal may change */
+#define TERN_MEMORY_MAX_REASON     1024        /* a proposal's reason */
+#define TERN_MEMORY_MAX_HEADING    200         /* replace_section.heading */
+#define TERN_MEMORY_MAX_SECTION    4096        /* replace_section.content */
+#define TERN_MEMORY_MAX_PREVIEW    512         /* status.memoryProposals[].preview */
+#define TERN_MEMORY_MAX_PROPOSALS  8           /* kept in the summary and status */
+#define TERN_MEMORY_MAX_HISTORY    10          /* trail entries on the memory ConfigMap */
 #define TERN_RUNNER_MAX_DETAIL     512         /* model error / refusal text in a turn's end */
 #define TERN_TERMINATION_MAX       4096        /* a container's termination message (kubelet's) */
 

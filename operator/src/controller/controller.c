@@ -5,6 +5,7 @@
 #include "base/buf.h"
 #include "base/mem.h"
 #include "controller/budgets.h"
+#include "controller/conditions.h"
 #include "controller/observe.h"
 #include "controller/prices.h"
 #include "controller/reconcile.h"
@@ -15,10 +16,12 @@
 #include "kube/kclient.h"
 #include "kube/kmap.h"
 #include "kube/workqueue.h"
+#include "memory/memprop.h"
 #include "spec/template.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -500,6 +503,7 @@ static void observe_journal(const struct journal_summary *s, struct observed_jou
     o->good_seq = s->good_seq;
     o->first_request = s->first_request;
     o->first_request_at = observe_time(s->first_request);
+    o->memory = s->memory;
 }
 
 /* ---- applying --------------------------------------------------------- */
@@ -580,6 +584,210 @@ static void record(struct controller *c, const cJSON *session, const struct reco
     recorder_event(c->cfg.recorder, &ref, a->event_type, a->reason, "Reconcile", "%s", a->note);
 }
 
+/* ---- memory proposals -------------------------------------------------- */
+
+static void memory_event(struct controller *c, const cJSON *session, const char *type,
+                         const char *reason, const char *note)
+{
+    struct reconcile_action ev = {.kind = RA_EVENT, .event_type = (char *)type,
+                                  .reason = (char *)reason, .note = (char *)note};
+    record(c, session, &ev);
+}
+
+/* The trail entry of the memory ConfigMap cm for this proposal, if its
+ * tern.dev/memory-history says it was applied (a copy, or NULL). */
+static cJSON *memory_trail_find(const cJSON *cm, const char *session_key, const char *id)
+{
+    const char *h = NULL;
+    const cJSON *anns = json_get(json_get(cm, "metadata"), "annotations");
+    const cJSON *v = json_get(anns, CONTROLLER_ANN_MEMORY_HISTORY);
+    if (cJSON_IsString(v))
+        h = v->valuestring;
+    cJSON *arr = NULL, *found = NULL;
+    if (!h || json_parse(h, strlen(h), &arr, NULL) != 0)
+        return NULL;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, arr)
+    {
+        const cJSON *pid = json_get(e, "proposal"), *ses = json_get(e, "session");
+        if (cJSON_IsString(pid) && cJSON_IsString(ses) && strcmp(pid->valuestring, id) == 0 &&
+            strcmp(ses->valuestring, session_key) == 0)
+            found = json_dup(e);
+    }
+    cJSON_Delete(arr);
+    return found;
+}
+
+static void set_annotation(cJSON *obj, const char *key, const char *value)
+{
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+    cJSON *anns = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
+    if (!cJSON_IsObject(anns)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "annotations");
+        anns = cJSON_AddObjectToObject(meta, "annotations");
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(anns, key);
+    cJSON_AddItemToObject(anns, key, cJSON_CreateString(value));
+}
+
+/* Applies an approved memory proposal (RA_MEMORY_APPLY) to the memory
+ * ConfigMap and journals memory_applied: GET it; a trail entry for this
+ * proposal (an application whose record a crash lost) -> Applied without
+ * applying again; simple.md's sha256 not the proposal's base -> Conflict
+ * (a Warning Event with both hashes); else PUT with the resourceVersion
+ * precondition (a 409 is retried from a new GET next pass), the new
+ * content and the annotation trail. */
+static int memory_apply(struct controller *c, struct kclient *kc, const cJSON *session,
+                        struct journal *j, const struct reconcile_action *a, struct tern_err *err)
+{
+    const char *ns = meta_str(session, "namespace"), *name = meta_str(session, "name");
+    const cJSON *p = a->data;
+    const char *id = a->key;
+    const char *base = cJSON_IsString(json_get(p, "baseSha256"))
+                           ? json_get(p, "baseSha256")->valuestring : "";
+    const char *heading = cJSON_IsString(json_get(p, "heading"))
+                              ? json_get(p, "heading")->valuestring : "";
+    const char *content = cJSON_IsString(json_get(p, "content"))
+                              ? json_get(p, "content")->valuestring : "";
+    const char *by = cJSON_IsString(json_get(p, "decidedBy"))
+                         ? json_get(p, "decidedBy")->valuestring : "";
+    char *skey = xasprintf("%s/%s", ns, name);
+    static const struct kgvr cm_gvr = {"", "v1", "configmaps"};
+    cJSON *cm = NULL, *res = NULL, *trail = NULL, *d = cJSON_CreateObject();
+    char *doc = NULL, *msg = NULL;
+    struct kclient_err ke = {0};
+    struct tern_err e = {0};
+    bool conflict = false;
+    json_add_string(d, "id", id);
+    json_add_string(d, "configMap", a->name);
+    int r = kclient_get(kc, &cm_gvr, ns, a->name, &cm, &ke);
+    if (r == TERN_ENOTFOUND) {
+        conflict = true;
+        msg = xasprintf("memory ConfigMap %s/%s not found", ns, a->name);
+        r = 0;
+        goto record;
+    }
+    if (r) {
+        r = err_set(err, r, "get configmap %s/%s: %s", ns, a->name, ke.e.msg);
+        goto out;
+    }
+    if ((trail = memory_trail_find(cm, skey, id))) {
+        /* applied before a crash lost its record: recorded, not applied again */
+        const cJSON *prev = json_get(trail, "previousSha256"), *now = json_get(trail, "sha256");
+        if (cJSON_IsString(prev))
+            json_add_string(d, "previousSha256", prev->valuestring);
+        if (cJSON_IsString(now))
+            json_add_string(d, "sha256", now->valuestring);
+        msg = xasprintf("applied to ConfigMap %s (found in its trail)", a->name);
+        goto record;
+    }
+    const cJSON *data = json_get(cm, "data");
+    const cJSON *cur = json_get(data, "simple.md");
+    const char *text = cJSON_IsString(cur) ? cur->valuestring : "";
+    char sha[65];
+    memprop_sha256_hex(text, strlen(text), sha);
+    json_add_string(d, "previousSha256", sha);
+    if (strcmp(sha, base) != 0) {
+        conflict = true;
+        msg = xasprintf("simple.md of ConfigMap %s changed since the proposal was made: its "
+                        "sha256 is %s, the proposal's base is %s; not applied (propose again "
+                        "against the current file)",
+                        a->name, sha, base);
+        goto record;
+    }
+    if (memprop_replace_section(text, strlen(text), heading, content, &doc, &e)) {
+        conflict = true;
+        msg = xasprintf("the proposal does not apply to ConfigMap %s: %s", a->name, e.msg);
+        goto record;
+    }
+    char after[65];
+    memprop_sha256_hex(doc, strlen(doc), after);
+    cJSON *obj = json_dup(cm);
+    cJSON *od = cJSON_GetObjectItemCaseSensitive(obj, "data");
+    if (!cJSON_IsObject(od)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(obj, "data");
+        od = cJSON_AddObjectToObject(obj, "data");
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(od, "simple.md");
+    cJSON_AddItemToObject(od, "simple.md", cJSON_CreateString(doc));
+    /* the trail: the last application in plain annotations, the bounded history */
+    char ts[32];
+    set_annotation(obj, CONTROLLER_ANN_MEMORY_APPLIED, id);
+    set_annotation(obj, CONTROLLER_ANN_MEMORY_SESSION, skey);
+    set_annotation(obj, CONTROLLER_ANN_MEMORY_APPROVED_BY, by);
+    set_annotation(obj, CONTROLLER_ANN_MEMORY_PREVIOUS, sha);
+    cJSON *hist = NULL;
+    const cJSON *hv = json_get(json_get(json_get(cm, "metadata"), "annotations"),
+                               CONTROLLER_ANN_MEMORY_HISTORY);
+    if (!cJSON_IsString(hv) ||
+        json_parse(hv->valuestring, strlen(hv->valuestring), &hist, NULL) != 0 ||
+        !cJSON_IsArray(hist)) {
+        cJSON_Delete(hist);
+        hist = cJSON_CreateArray();
+    }
+    while (cJSON_GetArraySize(hist) >= TERN_MEMORY_MAX_HISTORY)
+        cJSON_DeleteItemFromArray(hist, 0);
+    cJSON *h = cJSON_CreateObject();
+    json_add_string(h, "proposal", id);
+    json_add_string(h, "session", skey);
+    json_add_string(h, "approvedBy", by);
+    json_add_string(h, "previousSha256", sha);
+    json_add_string(h, "sha256", after);
+    json_add_string(h, "time", conditions_time((int64_t)time(NULL), ts));
+    cJSON_AddItemToArray(hist, h);
+    char *htxt = json_print(hist);
+    cJSON_Delete(hist);
+    set_annotation(obj, CONTROLLER_ANN_MEMORY_HISTORY, htxt);
+    free(htxt);
+    r = kclient_update(kc, &cm_gvr, ns, obj, &res, &ke);
+    cJSON_Delete(obj);
+    if (r) {
+        r = err_set(err, r, "update configmap %s/%s: %s", ns, a->name, ke.e.msg);
+        goto out;
+    }
+    json_add_string(d, "sha256", after);
+    {
+        /* test hook: a crash between the ConfigMap update and its record */
+        const char *hook = getenv("TERN_TEST_HOOK");
+        if (hook && strstr(hook, "operator_memory_applied"))
+            raise(SIGKILL);
+    }
+    msg = xasprintf("applied to ConfigMap %s (sha256 %s -> %s)", a->name, sha, after);
+record:
+    json_add_string(d, "result", conflict ? "conflict" : "applied");
+    json_add_string(d, "message", msg);
+    {
+        char *key = xasprintf("memory/%s/applied", id);
+        struct journal_append_req req = {.type = JOURNAL_EV_MEMORY_APPLIED,
+                                         .turn = a->turn,
+                                         .key = key,
+                                         .data = d};
+        r = j ? journal_append(j, &req, NULL, err) : err_set(err, -EINVAL, "journal not open");
+        if (r == TERN_EUNKNOWN) {
+            bool committed = false;
+            r = journal_resolve(j, &committed, NULL, err);
+            if (!r && !committed)
+                r = err_set(err, TERN_EUNKNOWN, "journal append of memory_applied not committed");
+        }
+        free(key);
+    }
+    if (!r) {
+        char *note = xasprintf("memory proposal %s: %s", id, msg);
+        memory_event(c, session, conflict ? "Warning" : "Normal",
+                     conflict ? "MemoryConflict" : "MemoryApplied", note);
+        free(note);
+    }
+out:
+    cJSON_Delete(cm);
+    cJSON_Delete(res);
+    cJSON_Delete(trail);
+    cJSON_Delete(d);
+    free(doc);
+    free(msg);
+    free(skey);
+    return r;
+}
+
 static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
                  struct journal *j, const struct reconcile_output *out, struct tern_err *err)
 {
@@ -587,7 +795,8 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
     const char *uid = meta_str(session, "uid");
     char *rv = xstrdup(meta_str(session, "resourceVersion") ? meta_str(session, "resourceVersion")
                                                             : "");
-    int r = 0;
+    int r = 0, deferred = 0;
+    struct tern_err deferred_err = {0};
     for (size_t i = 0; i < out->nactions && !r; i++) {
         const struct reconcile_action *a = &out->actions[i];
         struct kclient_err ke = {0};
@@ -692,6 +901,26 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
             if (!a->after_status)
                 record(c, session, a);
             break;
+        case RA_MEMORY_APPLY: {
+            /* a failure here holds nothing else of the session back: the
+             * other actions and the status go on, the error is returned
+             * after them (the key is retried with backoff) */
+            struct tern_err me = {0};
+            int mr = memory_apply(c, kc, session, j, a, &me);
+            if (mr) {
+                if (mr != TERN_ECONFLICT) {
+                    char *note = xasprintf("memory proposal %s not applied yet (retried): %s",
+                                           a->key, me.msg);
+                    memory_event(c, session, "Warning", "MemoryApplyFailed", note);
+                    free(note);
+                }
+                if (!deferred) {
+                    deferred = mr;
+                    deferred_err = me;
+                }
+            }
+            break;
+        }
         }
     }
     if (!r && out->status) {
@@ -723,6 +952,8 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
         if (out->actions[i].kind == RA_EVENT && out->actions[i].after_status)
             record(c, session, &out->actions[i]);
     free(rv);
+    if (!r && deferred)
+        r = err_set(err, deferred, "%s", deferred_err.msg);
     return r;
 }
 
@@ -922,6 +1153,8 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
         .ann_reason = annotation(session, RECONCILE_ANN_REASON),
         .ann_fork = annotation(session, RECONCILE_ANN_FORK),
         .ann_retry = annotation(session, RECONCILE_ANN_RETRY),
+        .ann_memory_approve = annotation(session, RECONCILE_ANN_MEMORY_APPROVE),
+        .ann_memory_reject = annotation(session, RECONCILE_ANN_MEMORY_REJECT),
         .status = json_get(session, "status"),
         .now = (int64_t)time(NULL),
         .created_at = observe_time(meta_str(session, "creationTimestamp")),

@@ -25,6 +25,17 @@
 #include <cJSON.h>
 #include <stdbool.h>
 
+/* The trail an applied memory proposal leaves on the memory ConfigMap
+ * (docs/operator.md, "Memory proposals"): the last application in four
+ * annotations, and tern.dev/memory-history, a JSON array of the last
+ * TERN_MEMORY_MAX_HISTORY applications {proposal, session, approvedBy,
+ * previousSha256, sha256, time}, which a retry after a crash recognises. */
+#define CONTROLLER_ANN_MEMORY_APPLIED     "tern.dev/memory-applied-proposal"
+#define CONTROLLER_ANN_MEMORY_SESSION     "tern.dev/memory-proposed-by"
+#define CONTROLLER_ANN_MEMORY_APPROVED_BY "tern.dev/memory-approved-by"
+#define CONTROLLER_ANN_MEMORY_PREVIOUS    "tern.dev/memory-previous-sha256"
+#define CONTROLLER_ANN_MEMORY_HISTORY     "tern.dev/memory-history"
+
 struct controller_config {
     struct kubeconfig *kube;
     struct etcd *etcd;

@@ -7,6 +7,7 @@
 #include "controller/conditions.h"
 #include "journal/journal.h"
 #include "json/json.h"
+#include "memory/memprop.h"
 #include "sandbox/sandbox_contract.h"
 
 #include <errno.h>
@@ -226,6 +227,145 @@ static void decide_approval(const struct reconcile_input *in, struct reconcile_o
         rm->keys[k++] = xstrdup(RECONCILE_ANN_DECIDED_BY);
     if (in->ann_reason)
         rm->keys[k++] = xstrdup(RECONCILE_ANN_REASON);
+}
+
+/* The memory proposal decision carried by annotations, and the application
+ * of approved proposals (docs/operator.md, "Memory proposals"). Between
+ * turns only: the operator's appends would fence a running turn's runner. */
+static void decide_memory(const struct reconcile_input *in, struct reconcile_output *out)
+{
+    const struct session_spec *s = in->spec;
+    const char *id = in->ann_memory_approve ? in->ann_memory_approve : in->ann_memory_reject;
+    bool approve = in->ann_memory_approve != NULL;
+    const char *approved_now = NULL;
+    if (id) {
+        const cJSON *p = NULL, *it;
+        cJSON_ArrayForEach(it, in->journal.memory)
+        {
+            if (streq(old_str(it, "id", NULL), id))
+                p = it;
+        }
+        const char *state = p ? old_str(p, "state", NULL) : NULL;
+        /* decided this way already (Approved, Applied, Conflict / Rejected) */
+        bool same_way = approve ? !streq(state, "Rejected") : streq(state, "Rejected");
+        if (in->ann_memory_approve && in->ann_memory_reject) {
+            event(out, "Warning", "MemoryDecisionRejected",
+                  "both tern.dev/memory-approve and tern.dev/memory-reject are set; neither was "
+                  "applied");
+        } else if (!p) {
+            char *note = xasprintf("memory proposal %.100s is not one of this session's; the "
+                                   "annotation was removed",
+                                   id);
+            event(out, "Warning", "MemoryProposalUnknown", note);
+            free(note);
+        } else if (streq(state, "Pending")) {
+            cJSON *d = cJSON_CreateObject();
+            json_add_string(d, "id", id);
+            json_add_string(d, "decision", approve ? "approved" : "rejected");
+            if (in->ann_decided_by)
+                json_add_string(d, "decidedBy", in->ann_decided_by);
+            if (in->ann_reason) {
+                char *why = cond_bounded(in->ann_reason, TERN_APPROVAL_MAX_REASON);
+                json_add_string(d, "reason", why);
+                free(why);
+            }
+            char *key = xasprintf("memory/%s/decision", id);
+            append(out, "memory_decided", in->journal.turn, key, d);
+            free(key);
+            char *note = xasprintf("memory proposal %s (%s) %s%s%s", id,
+                                   old_str(p, "heading", NULL) ? old_str(p, "heading", NULL) : "",
+                                   approve ? "approved" : "rejected",
+                                   in->ann_decided_by ? " by " : "",
+                                   in->ann_decided_by ? in->ann_decided_by : "");
+            event(out, "Normal", approve ? "MemoryProposalApproved" : "MemoryProposalRejected",
+                  note);
+            free(note);
+            if (approve)
+                approved_now = id;
+        } else if (!same_way) {
+            /* (decided the same way already: an interrupted annotation
+             * removal, removed silently) */
+            char *note = xasprintf("memory proposal %s is already %s; the annotation was removed",
+                                   id, state ? state : "decided");
+            event(out, "Warning", "MemoryDecisionRejected", note);
+            free(note);
+        }
+        struct reconcile_action *rm = add(out, RA_REMOVE_ANNOTATIONS);
+        size_t k = 0;
+        if (in->ann_memory_approve)
+            rm->keys[k++] = xstrdup(RECONCILE_ANN_MEMORY_APPROVE);
+        if (in->ann_memory_reject)
+            rm->keys[k++] = xstrdup(RECONCILE_ANN_MEMORY_REJECT);
+        if (in->ann_decided_by)
+            rm->keys[k++] = xstrdup(RECONCILE_ANN_DECIDED_BY);
+        if (in->ann_reason)
+            rm->keys[k++] = xstrdup(RECONCILE_ANN_REASON);
+    }
+    /* approved proposals (now, or before a crash) are applied */
+    const cJSON *p;
+    cJSON_ArrayForEach(p, in->journal.memory)
+    {
+        const char *pid = old_str(p, "id", NULL);
+        if (!pid || !(streq(old_str(p, "state", NULL), "Approved") || streq(pid, approved_now)))
+            continue;
+        cJSON *pd = json_dup(p);
+        if (streq(pid, approved_now) && in->ann_decided_by) {
+            cJSON_DeleteItemFromObjectCaseSensitive(pd, "decidedBy");
+            json_add_string(pd, "decidedBy", in->ann_decided_by);
+        }
+        if (!s->memory) {
+            cJSON_Delete(pd);
+            cJSON *d = cJSON_CreateObject();
+            json_add_string(d, "id", pid);
+            json_add_string(d, "result", "conflict");
+            json_add_string(d, "message", "the session has no spec.memory any more: nothing to "
+                                          "apply the proposal to");
+            char *key = xasprintf("memory/%s/applied", pid);
+            append(out, "memory_applied", in->journal.turn, key, d);
+            free(key);
+            char *note = xasprintf("memory proposal %s not applied: the session has no "
+                                   "spec.memory",
+                                   pid);
+            event(out, "Warning", "MemoryConflict", note);
+            free(note);
+            continue;
+        }
+        struct reconcile_action *a = add(out, RA_MEMORY_APPLY);
+        a->name = xstrdup(s->memory);
+        a->key = xstrdup(pid);
+        a->turn = in->journal.turn;
+        a->data = pd;
+    }
+}
+
+/* status.memoryProposals: the summary's proposals with their provenance
+ * and a bounded preview (not the whole content). */
+static void memory_status(const struct reconcile_input *in, cJSON *st)
+{
+    if (cJSON_GetArraySize(in->journal.memory) == 0)
+        return;
+    cJSON *arr = cJSON_AddArrayToObject(st, "memoryProposals");
+    const cJSON *p;
+    cJSON_ArrayForEach(p, in->journal.memory)
+    {
+        cJSON *o = cJSON_CreateObject();
+        static const char *const keys[] = {"id",        "toolCallId", "reason",     "baseSha256",
+                                           "heading",   "state",      "decidedBy",  "message",
+                                           "proposedAt", "decidedAt", NULL};
+        json_add_string(o, "session", in->name);
+        for (size_t i = 0; keys[i]; i++) {
+            const char *v = old_str(p, keys[i], NULL);
+            if (v && *v)
+                json_add_string(o, keys[i], v);
+        }
+        int64_t turn = 0;
+        if (json_get_int64(p, "", "turn", JSON_OPTIONAL, &turn, NULL) == 0)
+            json_add_int64(o, "turn", turn);
+        char *pv = memprop_preview(old_str(p, "heading", NULL), old_str(p, "content", NULL));
+        json_add_string(o, "preview", pv);
+        free(pv);
+        cJSON_AddItemToArray(arr, o);
+    }
 }
 
 /* A DNS-1123 label of at most SESSION_MAX_NAME characters. */
@@ -666,6 +806,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         }
         decide_approval(in, out, &decided);
         new_intent = new_intent || decided;
+        decide_memory(in, out);
         /* queued messages: spec.messages[i] is journal message i+1; a
          * session stopped at a limit takes them once the limit is raised */
         int64_t done = j->messages > 0 ? j->messages - 1 : 0;
@@ -1233,6 +1374,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         }
     }
     json_add_int64(cJSON_AddObjectToObject(st, "journal"), "lastSeq", (int64_t)j->last_seq);
+    memory_status(in, st);
     json_add_int64(st, "messagesProcessed", j->messages > 0 ? j->messages - 1 : 0);
     if (j->result_summary) {
         cJSON *r = cJSON_AddObjectToObject(st, "result");

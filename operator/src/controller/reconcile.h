@@ -28,6 +28,10 @@
 #define RECONCILE_ANN_RETAIN     "tern.dev/retain-journal" /* "true": keep it on delete */
 #define RECONCILE_ANN_RETRY      "tern.dev/retry" /* continue a failed session (any value) */
 #define RECONCILE_LABEL_FORK_OF  "tern.dev/forked-from-uid" /* on fork children */
+/* a human's decision on a memory proposal (value: its id; with decided-by
+ * and reason as for tool approvals) */
+#define RECONCILE_ANN_MEMORY_APPROVE "tern.dev/memory-approve"
+#define RECONCILE_ANN_MEMORY_REJECT  "tern.dev/memory-reject"
 
 struct observed_pod {
     bool exists;
@@ -96,6 +100,7 @@ struct observed_journal {
     uint64_t good_seq;            /* the last event before a failure's tail */
     const char *first_request;    /* RFC 3339 time of the first model request, or NULL */
     double first_request_at;      /* ... as unix seconds (0 = none) */
+    const cJSON *memory;          /* the summary's memory proposals (array), or NULL */
 };
 
 /* Team budgets (AgentBudget, docs/budgets.md) that apply to the session, as
@@ -125,6 +130,7 @@ struct reconcile_input {
     bool deleting;
     bool has_finalizer;
     const char *ann_approve, *ann_deny, *ann_decided_by, *ann_reason, *ann_fork, *ann_retry;
+    const char *ann_memory_approve, *ann_memory_reject;
     bool retain_journal;
     const struct session_spec *spec; /* NULL when the spec is invalid */
     const char *invalid;             /* the validation message when spec is NULL */
@@ -178,6 +184,9 @@ enum reconcile_action_kind {
     RA_CREATE,              /* resource ("v1/pods"), object */
     RA_DELETE,              /* resource, name */
     RA_EVENT,               /* event_type, reason, note, after_status */
+    RA_MEMORY_APPLY,        /* name (the memory ConfigMap), key (proposal id), turn,
+                             * data (the proposal): apply an approved memory proposal
+                             * and journal memory_applied (controller.c) */
 };
 
 struct reconcile_action {

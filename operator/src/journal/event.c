@@ -31,6 +31,8 @@ static const char *const type_names[] = {
     [JOURNAL_EV_ERROR] = "error",
     [JOURNAL_EV_SNAPSHOT] = "snapshot",
     [JOURNAL_EV_RETRY] = "retry",
+    [JOURNAL_EV_MEMORY_DECIDED] = "memory_decided",
+    [JOURNAL_EV_MEMORY_APPLIED] = "memory_applied",
 };
 #define NTYPES (sizeof type_names / sizeof type_names[0])
 

@@ -85,6 +85,10 @@ enum journal_type {
     JOURNAL_EV_ERROR,
     JOURNAL_EV_SNAPSHOT, /* compaction: data {"upto", "summary", "state"} */
     JOURNAL_EV_RETRY,    /* the operator continues a failed session: data {"reason", ...} */
+    JOURNAL_EV_MEMORY_DECIDED, /* a human decided a memory proposal: data {"id",
+                                * "decision": approved|rejected, "decidedBy", "reason"} */
+    JOURNAL_EV_MEMORY_APPLIED, /* the operator applied it (or could not): data {"id",
+                                * "result": applied|conflict, "message", ...} */
 };
 
 /* "user_message" ... for a known type, NULL for UNKNOWN. */
@@ -161,6 +165,11 @@ struct journal_summary {
                              * outcome is limit_reached/error/refused): where a
                              * fork of a failed session starts */
     char *first_request;    /* time of the first model_request, or NULL */
+    /* memory proposals (docs/journal.md, "memory proposals"): an array of
+     * at most TERN_MEMORY_MAX_PROPOSALS objects {id, turn, toolCallId,
+     * reason, baseSha256, heading, content, sha256, state, decidedBy,
+     * message, proposedAt}, oldest first; NULL when there are none */
+    cJSON *memory;
 };
 
 void journal_summary_init(struct journal_summary *s);
@@ -180,10 +189,21 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
  * limit/used/max from data (and result/artifacts from data.summary and
  * data.artifacts when the outcome is completed); model_request -> the first
  * one's time; good_seq follows every event except a failure's tail;
- * snapshot -> s replaced by data.summary. Returns 0, or
+ * snapshot -> s replaced by data.summary; tool_result with a valid
+ * data.memoryProposal -> a Pending proposal (once per id; when the list is
+ * full the oldest decided one makes room, and with none decided the new
+ * one is dropped); memory_decided of a Pending one -> Approved / Rejected
+ * with decidedBy and message; memory_applied of an Approved one ->
+ * Applied / Conflict with message. Returns 0, or
  * TERN_EINVALID if ev.seq is not s->last_seq + 1 (a gap or a repeat; the
  * first event of a replay that starts at a snapshot is exempt). */
 int journal_summary_apply(struct journal_summary *s, const struct journal_event *ev);
+
+/* Proposals waiting for a decision or for being applied (Pending and
+ * Approved) in s->memory. */
+int journal_memory_pending(const struct journal_summary *s);
+/* The proposal of s->memory with this id (borrowed), or NULL. */
+const cJSON *journal_memory_find(const struct journal_summary *s, const char *id);
 
 /* JSON of the summary (newly allocated tree / text), and back. */
 cJSON *journal_summary_to_json(const struct journal_summary *s);

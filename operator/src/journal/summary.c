@@ -39,6 +39,7 @@ void journal_summary_done(struct journal_summary *s)
     free(s->message);
     free(s->limit);
     free(s->first_request);
+    cJSON_Delete(s->memory);
     memset(s, 0, sizeof *s);
 }
 
@@ -63,6 +64,7 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
     dst->message = sdup(src->message);
     dst->limit = sdup(src->limit);
     dst->first_request = sdup(src->first_request);
+    dst->memory = src->memory ? json_dup(src->memory) : NULL;
 }
 
 static void set_str(char **dst, const char *v)
@@ -137,6 +139,133 @@ static int64_t sat_add(int64_t a, int64_t b)
     return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
+/* ---- memory proposals ---------------------------------------------------- */
+
+static const char *mp_state(const cJSON *p)
+{
+    const char *st = data_str(p, "state");
+    return st ? st : "";
+}
+
+static bool mp_open(const cJSON *p)
+{
+    return strcmp(mp_state(p), "Pending") == 0 || strcmp(mp_state(p), "Approved") == 0;
+}
+
+int journal_memory_pending(const struct journal_summary *s)
+{
+    int n = 0;
+    const cJSON *p;
+    if (!s)
+        return 0;
+    cJSON_ArrayForEach(p, s->memory) n += mp_open(p);
+    return n;
+}
+
+const cJSON *journal_memory_find(const struct journal_summary *s, const char *id)
+{
+    const cJSON *p;
+    if (!s)
+        return NULL;
+    cJSON_ArrayForEach(p, s->memory)
+    {
+        const char *pid = data_str(p, "id");
+        if (id && pid && strcmp(pid, id) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+static bool hex64(const char *h)
+{
+    if (!h || strlen(h) != 64)
+        return false;
+    for (int i = 0; i < 64; i++)
+        if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+            return false;
+    return true;
+}
+
+static void mp_set(cJSON *p, const char *key, const char *v, size_t max)
+{
+    char *b = bounded_dup(v ? v : "", max);
+    cJSON_DeleteItemFromObjectCaseSensitive(p, key);
+    cJSON_AddItemToObject(p, key, cJSON_CreateString(b));
+    free(b);
+}
+
+/* tool_result data.memoryProposal -> a Pending proposal (bounded). */
+static void mp_propose(struct journal_summary *s, const struct journal_event *ev)
+{
+    const cJSON *m = json_get(ev->data, "memoryProposal");
+    const char *id = data_str(m, "id"), *base = data_str(m, "baseSha256");
+    const char *heading = data_str(m, "heading"), *content = data_str(m, "content");
+    const char *reason = data_str(m, "reason");
+    if (!cJSON_IsObject(m) || !id || strlen(id) > 64 || !*id || !hex64(base) || !heading ||
+        !content || !reason || journal_memory_find(s, id))
+        return;
+    if (!s->memory)
+        s->memory = cJSON_CreateArray();
+    if (cJSON_GetArraySize(s->memory) >= TERN_MEMORY_MAX_PROPOSALS) {
+        int i = 0, drop = -1;
+        const cJSON *p;
+        cJSON_ArrayForEach(p, s->memory)
+        {
+            if (drop < 0 && !mp_open(p))
+                drop = i;
+            i++;
+        }
+        if (drop < 0)
+            return; /* (the runner refuses a proposal beyond the bound) */
+        cJSON_DeleteItemFromArray(s->memory, drop);
+    }
+    cJSON *p = cJSON_CreateObject();
+    mp_set(p, "id", id, 64);
+    json_add_int64(p, "turn", ev->turn);
+    mp_set(p, "toolCallId", data_str(ev->data, "callId"), 128);
+    mp_set(p, "reason", reason, TERN_MEMORY_MAX_REASON);
+    mp_set(p, "baseSha256", base, 64);
+    mp_set(p, "heading", heading, TERN_MEMORY_MAX_HEADING);
+    mp_set(p, "content", content, TERN_MEMORY_MAX_SECTION);
+    if (hex64(data_str(m, "sha256")))
+        mp_set(p, "sha256", data_str(m, "sha256"), 64);
+    mp_set(p, "state", "Pending", 16);
+    mp_set(p, "proposedAt", ev->time, 64);
+    cJSON_AddItemToArray(s->memory, p);
+}
+
+/* memory_decided / memory_applied: the proposal's next state. */
+static void mp_decide(struct journal_summary *s, const struct journal_event *ev)
+{
+    const cJSON *d = ev->data;
+    cJSON *p = (cJSON *)journal_memory_find(s, data_str(d, "id"));
+    if (!p)
+        return;
+    const char *next = NULL;
+    if (ev->type == JOURNAL_EV_MEMORY_DECIDED && strcmp(mp_state(p), "Pending") == 0) {
+        const char *dec = data_str(d, "decision");
+        next = dec && strcmp(dec, "approved") == 0   ? "Approved"
+               : dec && strcmp(dec, "rejected") == 0 ? "Rejected"
+                                                     : NULL;
+        if (next) {
+            mp_set(p, "decidedBy", data_str(d, "decidedBy"), 256);
+            mp_set(p, "decidedAt", ev->time, 64);
+        }
+    } else if (ev->type == JOURNAL_EV_MEMORY_APPLIED && strcmp(mp_state(p), "Approved") == 0) {
+        const char *res = data_str(d, "result");
+        next = res && strcmp(res, "applied") == 0    ? "Applied"
+               : res && strcmp(res, "conflict") == 0 ? "Conflict"
+                                                     : NULL;
+    }
+    if (!next)
+        return;
+    mp_set(p, "state", next, 16);
+    if (data_str(d, "message") || data_str(d, "reason"))
+        mp_set(p, "message", data_str(d, "message") ? data_str(d, "message")
+                                                    : data_str(d, "reason"),
+               TERN_JOURNAL_MAX_REASON);
+}
+
 int journal_summary_apply(struct journal_summary *s, const struct journal_event *ev)
 {
     bool snapshot_start = ev->type == JOURNAL_EV_SNAPSHOT && s->last_seq == 0;
@@ -187,6 +316,13 @@ int journal_summary_apply(struct journal_summary *s, const struct journal_event 
     }
     case JOURNAL_EV_TOOL_CALL:
         s->usage.tool_calls = sat_add(s->usage.tool_calls, 1);
+        break;
+    case JOURNAL_EV_TOOL_RESULT:
+        mp_propose(s, ev);
+        break;
+    case JOURNAL_EV_MEMORY_DECIDED:
+    case JOURNAL_EV_MEMORY_APPLIED:
+        mp_decide(s, ev);
         break;
     case JOURNAL_EV_APPROVAL_REQUESTED:
         pending_done(&s->pending);
@@ -304,6 +440,8 @@ cJSON *journal_summary_to_json(const struct journal_summary *s)
     json_add_int64(o, "goodSeq", (int64_t)s->good_seq);
     if (s->first_request)
         json_add_string(o, "firstRequest", s->first_request);
+    if (s->memory && cJSON_GetArraySize(s->memory) > 0)
+        cJSON_AddItemToObject(o, "memoryProposals", json_dup(s->memory));
     return o;
 }
 
@@ -322,8 +460,9 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
     const cJSON *u = NULL, *p = NULL, *lim = NULL;
     const char *outcome = NULL, *updated = NULL, *last_decided = NULL, *result = NULL;
     const char *reason = NULL, *message = NULL, *first_request = NULL, *lname = NULL;
-    const cJSON *artifacts = NULL;
+    const cJSON *artifacts = NULL, *memory = NULL;
     if (!cJSON_IsObject(o) ||
+        json_get_array(o, "summary", "memoryProposals", JSON_OPTIONAL, &memory, err) ||
         json_get_string(o, "summary", "reason", JSON_OPTIONAL, &reason, err) ||
         json_get_string(o, "summary", "message", JSON_OPTIONAL, &message, err) ||
         json_get_string(o, "summary", "firstRequest", JSON_OPTIONAL, &first_request, err) ||
@@ -397,6 +536,12 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
     s.last_decided = sdup(last_decided);
     s.result = sdup(result);
     s.artifacts = artifacts ? json_dup(artifacts) : NULL;
+    if (memory && cJSON_GetArraySize(memory) > TERN_MEMORY_MAX_PROPOSALS) {
+        r = err_set(err, TERN_EPARSE, "summary: more than %u memoryProposals",
+                    TERN_MEMORY_MAX_PROPOSALS);
+        goto out;
+    }
+    s.memory = memory && cJSON_GetArraySize(memory) > 0 ? json_dup(memory) : NULL;
 out:
     cJSON_Delete(o);
     if (r) {

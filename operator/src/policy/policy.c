@@ -7,6 +7,7 @@
 #include "base/mem.h"
 #include "json/json.h"
 #include "mcp/mcpwire.h"
+#include "memory/memprop.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -80,6 +81,26 @@ static const struct chat_tool_def defs[POLICY_NTOOLS] = {
         "session (the sandbox itself has no network and no credentials). Commit first. "
         "Returns the commit pushed.",
         PUBLISH_SCHEMA_HEAD "\"type\":\"string\"" PUBLISH_SCHEMA_TAIL,
+        true},
+    [POLICY_MEMORY] = {
+        "propose_memory_update",
+        "Propose a change to simple.md, the team's memory (read-only to you): the new text of "
+        "one markdown section, with the reason. A human reviews the proposal; once approved it "
+        "is applied for later sessions (this session keeps seeing the current file). "
+        "replace_section.heading names the section by its heading line (e.g. \"## Build\"): its "
+        "body up to the next heading of the same level is replaced by content; a heading not in "
+        "simple.md adds a new section at the end; empty content removes the section. Content "
+        "may hold deeper headings only. Returns the proposal's id.",
+        "{\"type\":\"object\",\"properties\":{"
+        "\"reason\":{\"type\":\"string\",\"description\":\"Why the memory should change "
+        "(for the human who reviews it).\"},"
+        "\"replace_section\":{\"type\":\"object\",\"properties\":{"
+        "\"heading\":{\"type\":\"string\",\"description\":\"The section's heading line, "
+        "e.g. ## Build.\"},"
+        "\"content\":{\"type\":\"string\",\"description\":\"The section's new body "
+        "(without the heading line); empty removes the section.\"}},"
+        "\"required\":[\"heading\",\"content\"],\"additionalProperties\":false}},"
+        "\"required\":[\"reason\",\"replace_section\"],\"additionalProperties\":false}",
         true},
     [POLICY_MCP] = {NULL, NULL, NULL, false},
 };
@@ -264,6 +285,8 @@ void policy_args_done(struct policy_args *a)
     free(a->remote);
     free(a->remote_branch);
     free(a->target);
+    free(a->reason);
+    free(a->heading);
     free(a->json);
     memset(a, 0, sizeof *a);
 }
@@ -296,6 +319,16 @@ int policy_parse_args(enum policy_tool tool, const char *arguments, struct polic
         return err_set(err, TERN_EINVALID, "unknown tool");
     if (!arguments)
         return err_set(err, TERN_EINVALID, "arguments: Required value");
+    if (tool == POLICY_MEMORY) {
+        struct memprop_args m = {0};
+        if ((rc = memprop_parse_args(arguments, strlen(arguments), &m, err)))
+            return rc;
+        a.reason = m.reason;
+        a.heading = m.heading;
+        a.content = m.content;
+        *ret = a;
+        return 0;
+    }
     rc = json_parse(arguments, strlen(arguments), &root, err);
     if (rc) {
         rc = err_wrap(err, TERN_EINVALID, "arguments are not valid JSON");
@@ -445,6 +478,7 @@ const char *policy_main_arg(const struct policy_args *a)
     switch (a->tool) {
     case POLICY_EXEC: return a->cmd;
     case POLICY_PUBLISH: return a->target;
+    case POLICY_MEMORY: return a->heading;
     case POLICY_MCP: return a->json;
     default: return a->path;
     }
@@ -456,6 +490,9 @@ char *policy_summary(const struct policy_args *a)
     case POLICY_PUBLISH:
         return xasprintf("push branch %s of %s to %s as %s", a->branch, a->path, a->remote,
                          a->remote_branch);
+    case POLICY_MEMORY:
+        return xasprintf("propose a change of simple.md section %s: %s", a->heading,
+                         a->reason ? a->reason : "");
     case POLICY_MCP:
         return xasprintf("%s/%s %s", a->mcp ? a->mcp->server : "?", a->mcp ? a->mcp->tool : "?",
                          a->json ? a->json : "{}");
@@ -496,7 +533,7 @@ bool policy_pattern_matches(const char *pattern, const struct policy_args *a)
         strncmp(pattern, name, (size_t)(colon - pattern)) != 0)
         return false;
     const char *arg = policy_main_arg(a);
-    bool text = a->tool == POLICY_EXEC || a->tool == POLICY_PUBLISH;
+    bool text = a->tool == POLICY_EXEC || a->tool == POLICY_PUBLISH || a->tool == POLICY_MEMORY;
     return arg && glob_match(colon + 1, arg, text ? GLOB_TEXT : GLOB_PATH);
 }
 
@@ -527,6 +564,8 @@ void policy_decide(const struct policy_config *cfg, const struct policy_args *a,
         }
     } else if (a->tool == POLICY_PUBLISH) {
         d.timeout_ms = POLICY_PUBLISH_TIMEOUT_MS;
+    } else if (a->tool == POLICY_MEMORY) {
+        d.timeout_ms = POLICY_MEMORY_TIMEOUT_MS;
     } else if (a->tool == POLICY_MCP) {
         d.timeout_ms = a->mcp && a->mcp->timeout_ms > 0 ? a->mcp->timeout_ms : 60000;
         name = a->mcp ? a->mcp->name : NULL;

@@ -35,6 +35,8 @@ enum policy_tool {
     POLICY_WRITE,    /* write_file {path, content, append?} */
     POLICY_LIST,     /* list_files {path, depth?} */
     POLICY_PUBLISH,  /* publish_branch {repo, branch, remote, remoteBranch?}: the runner pushes */
+    POLICY_MEMORY,   /* propose_memory_update {reason, replace_section}: the runner records
+                      * a proposal (memory/memprop; offered when spec.memory is set) */
     POLICY_MCP,      /* <server>__<tool> {...}: the runner calls an MCP server */
     POLICY_NTOOLS
 };
@@ -46,6 +48,7 @@ enum policy_tool {
 #define POLICY_FILE_TIMEOUT_MS 30000    /* file tools */
 #define POLICY_EXEC_TIMEOUT_MS 120000   /* exec_command without timeoutMs */
 #define POLICY_PUBLISH_TIMEOUT_MS 300000 /* publish_branch: bundle, fetch, push */
+#define POLICY_MEMORY_TIMEOUT_MS 30000  /* propose_memory_update: reads simple.md */
 
 /* "exec_command", ..., "publish_branch"; NULL for POLICY_MCP (its tools
  * have names of their own) and out-of-range values. */
@@ -128,6 +131,9 @@ struct policy_args {
     char *remote;        /* a name of spec.tools.publish.remotes */
     char *remote_branch; /* the branch at the remote (default: branch) */
     char *target;        /* "<remote>/<remote_branch>": what patterns match */
+    /* propose_memory_update: content is the section's new body */
+    char *reason;        /* why (memprop bounds) */
+    char *heading;       /* the section's heading line: what patterns match */
     /* MCP */
     const struct policy_mcp_tool *mcp; /* borrowed from the config */
     char *json;          /* the arguments, compact JSON: what patterns match */
@@ -161,7 +167,7 @@ int policy_normalize_path(const char *in, char **ret, struct tern_err *err);
 
 /* The argument approval patterns are matched against: cmd for exec, the
  * normalised path for file tools, "<remote>/<remoteBranch>" for
- * publish_branch, the compact JSON arguments for MCP tools. Borrowed from a. */
+ * publish_branch, the heading for propose_memory_update, the compact JSON arguments for MCP tools. Borrowed from a. */
 const char *policy_main_arg(const struct policy_args *a);
 
 enum policy_verdict {

@@ -147,6 +147,7 @@ int runner_spec_parse(const cJSON *obj, struct runner_spec *ret, struct tern_err
                                               .bearer = r->bearer};
         s.remote_names[i] = s.remotes[i].name;
     }
+    s.memory = ss->memory != NULL;
     session_spec_free(ss);
     if (cJSON_IsObject(labels))
         s.labels = json_dup(labels);
@@ -180,6 +181,8 @@ void runner_spec_policy(const struct runner_spec *s, struct policy_config *ret)
     };
     if (s->nremotes)
         ret->tools |= 1u << POLICY_PUBLISH;
+    if (s->memory)
+        ret->tools |= 1u << POLICY_MEMORY;
 }
 
 /* ---- credentials of the trusted tools ----------------------------------- */

@@ -80,6 +80,7 @@ struct runner_spec {
     struct runner_remote *remotes; /* spec.tools.publish.remotes */
     size_t nremotes;
     char **remote_names;      /* the remotes' names (policy_config.remotes) */
+    bool memory;              /* spec.memory is set: propose_memory_update is offered */
 };
 
 struct runner_config {

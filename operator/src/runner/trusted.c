@@ -6,6 +6,7 @@
 #include "base/limits.h"
 #include "base/mem.h"
 #include "json/json.h"
+#include "memory/memprop.h"
 #include "runner/mcp.h"
 #include "runner/publish.h"
 
@@ -149,6 +150,63 @@ void trusted_crash_point(const struct runner_config *cfg, const char *point)
         raise(SIGKILL); /* test hook: a crash inside a trusted call */
 }
 
+/* propose_memory_update: reads simple.md through sandboxd, checks that the
+ * change applies to it and describes the proposal for the tool_result
+ * event (data.memoryProposal, folded by the journal summary). A proposal
+ * that does not apply is a failed result for the model, not recorded.
+ * Returns 0, or a retryable error (sandboxd unreachable or failing). */
+static int memory_propose(struct trusted *t, const char *call_id, const struct policy_args *a,
+                          int64_t timeout_ms, struct trusted_result *r, char **ret_text,
+                          struct tern_err *err)
+{
+    struct policy_args rd = {.tool = POLICY_READ, .path = "simple.md", .offset = 0,
+                             .limit = (int64_t)TERN_MEMORY_MAX_FILE + 1, .timeout_ms = -1,
+                             .depth = -1};
+    struct sbx_result sr = {0};
+    char *doc = NULL;
+    struct tern_err e = {0};
+    int rc = sbx_call(t->sbx, NULL, &rd, timeout_ms, &sr, err);
+    if (rc)
+        return err_wrap(err, rc, "sandboxd: reading simple.md");
+    if (sr.http_status == 404) {
+        r->status = "failed";
+        *ret_text = xstrdup("error: this session's sandbox has no simple.md to change");
+        goto out;
+    }
+    if (sr.http_status != 200) {
+        rc = err_set(err, TERN_EHTTP, "sandboxd: reading simple.md: HTTP %ld: %.200s",
+                     sr.http_status, sr.body ? sr.body : "");
+        goto out;
+    }
+    if (memprop_replace_section(sr.body, sr.body_len, a->heading, a->content, &doc, &e)) {
+        r->status = "failed";
+        *ret_text = xasprintf("error: the proposal does not apply to simple.md: %s; nothing "
+                              "was recorded", e.msg);
+        goto out;
+    }
+    char base[65], after[65], id[MEMPROP_ID_LEN + 1];
+    memprop_sha256_hex(sr.body, sr.body_len, base);
+    memprop_sha256_hex(doc, strlen(doc), after);
+    memprop_id(t->cfg->uid, call_id, id);
+    r->status = "completed";
+    r->extra = cJSON_CreateObject();
+    cJSON *mp = cJSON_AddObjectToObject(r->extra, "memoryProposal");
+    json_add_string(mp, "id", id);
+    json_add_string(mp, "reason", a->reason);
+    json_add_string(mp, "baseSha256", base);
+    json_add_string(mp, "heading", a->heading);
+    json_add_string(mp, "content", a->content);
+    json_add_string(mp, "sha256", after);
+    *ret_text = xasprintf("proposal %s recorded: a human will review it (approve or reject). "
+                          "Once approved it is applied to simple.md for later sessions; this "
+                          "session keeps seeing the current file.",
+                          id);
+out:
+    free(doc);
+    sbx_result_done(&sr);
+    return rc;
+}
+
 int trusted_execute(struct trusted *t, const char *call_id, const struct policy_args *a,
                     int64_t timeout_ms, struct trusted_result *ret, const char **ret_class,
                     struct tern_err *err)
@@ -196,6 +254,13 @@ int trusted_execute(struct trusted *t, const char *call_id, const struct policy_
         if (o.status && strcmp(o.status, "completed") == 0)
             cJSON_AddBoolToObject(r.extra, "pushed", o.pushed);
         publish_outcome_done(&o);
+    } else if (a->tool == POLICY_MEMORY) {
+        rc = memory_propose(t, call_id, a, timeout_ms, &r, &text, &e);
+        if (rc) {
+            *ret_class = "SandboxUnreachable";
+            goto fail;
+        }
+        trusted_crash_point(t->cfg, "memory-after-propose");
     } else {
         r.status = "error";
         text = xstrdup("error: not a trusted tool");

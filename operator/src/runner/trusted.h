@@ -6,7 +6,10 @@
  *     Streamable HTTP with the headers of its Secret;
  *   - publish_branch (runner/publish): a branch of a repository in the
  *     workspace, taken from the sandbox as a git bundle and pushed from
- *     here with the remote's token.
+ *     here with the remote's token;
+ *   - propose_memory_update: a change of one section of simple.md,
+ *     checked against the file read through sandboxd and recorded in the
+ *     tool_result event (data.memoryProposal) for a human to approve.
  * Both go through the same steps as any tool (journaled tool_call, the
  * approval rules, the limits), and each result goes through the session's
  * sanitizer (trusted/sanitize: every credential value and its encodings
@@ -64,7 +67,8 @@ struct trusted_result {
 
 void trusted_result_done(struct trusted_result *r);
 
-/* Executes a validated trusted call (POLICY_MCP or POLICY_PUBLISH) of the
+/* Executes a validated trusted call (POLICY_MCP, POLICY_PUBLISH or
+ * POLICY_MEMORY) of the
  * call call_id. Returns 0 with *ret whenever there is a result to journal
  * (also a failed one), or a retryable error (the server unreachable, the
  * sandbox unreachable, cancelled): the turn exits 75 and the next attempt

@@ -593,7 +593,23 @@ static int do_trusted_execute(struct turn *t, const struct plan *p, struct tern_
 
 static int do_tool_execute(struct turn *t, const struct plan *p, struct tern_err *err)
 {
-    if (p->tool == POLICY_MCP || p->tool == POLICY_PUBLISH)
+    if (p->tool == POLICY_MEMORY && journal_memory_pending(journal_summary(t->j)) >=
+                                        TERN_MEMORY_MAX_PROPOSALS) {
+        cJSON *d = obj();
+        json_add_string(d, "callId", p->call->id);
+        json_add_string(d, "tool", p->call->name);
+        json_add_string(d, "status", "failed");
+        char *o = xasprintf("error: %u memory proposals already wait for a human's decision; "
+                            "nothing was recorded (mention the change in your answer instead)",
+                            TERN_MEMORY_MAX_PROPOSALS);
+        json_add_string(d, "output", o);
+        free(o);
+        char *key = xasprintf("%s/%s", t->cfg->uid, p->call->id);
+        int rc = append(t, "tool_result", key, d, err);
+        free(key);
+        return rc;
+    }
+    if (p->tool == POLICY_MCP || p->tool == POLICY_PUBLISH || p->tool == POLICY_MEMORY)
         return do_trusted_execute(t, p, err);
     char *key = xasprintf("%s/%s", t->cfg->uid, p->call->id);
     struct sbx_result r;
