@@ -267,8 +267,12 @@ int snapshot_decode(const cJSON *state, uint64_t seq, struct replay_state *ret,
     s.outcome = get_str(&d, state, "outcome", true);
     s.model_steps = get_i64(&d, state, "modelSteps");
     s.consecutive_bad = get_i64(&d, state, "consecutiveBad");
-    s.result_failures = get_i64(&d, state, "resultFailures");
-    s.result_problem = get_str(&d, state, "resultProblem", true);
+    /* spec.result.schema's counter: absent in snapshots written before it
+     * (0 then, as it was) */
+    if (json_get(state, "resultFailures"))
+        s.result_failures = get_i64(&d, state, "resultFailures");
+    if (json_get(state, "resultProblem"))
+        s.result_problem = get_str(&d, state, "resultProblem", true);
     const cJSON *calls = get_array(&d, state, "calls");
     size_t n = calls ? (size_t)cJSON_GetArraySize(calls) : 0;
     s.calls = n ? xcalloc(n, sizeof *s.calls) : NULL;
