@@ -2,7 +2,8 @@
 gets wrong twice (not JSON, then against the schema) and then right; one it
 never gets right (Failed, LimitReached maxResultAttempts); an invalid schema
 (InvalidSpec); a valid result too large for the status (output/result.json
-and status.result.valueRef); and the runner killed -9 between a journaled
+and status.result.valueRef), and one that cannot be written there (an
+error that says so); and the runner killed -9 between a journaled
 invalid attempt and the next model request. Every case shares one cluster,
 etcd and operator; the sessions run side by side. Each checks what the
 scripted model was sent (its --record) and the journal, not only the status."""
@@ -57,7 +58,8 @@ def start_model(t, name, answers):
     the file its requests are recorded in)."""
     script = os.path.join(t.dir, name + "-script.json")
     with open(script, "w") as f:
-        json.dump({"model": "fake", "steps": [{"reply": {"content": a}} for a in answers]}, f)
+        json.dump({"model": "fake", "steps": [{"reply": a if isinstance(a, dict) else {"content": a}}
+                                              for a in answers]}, f)
     record = os.path.join(t.dir, name + "-requests.jsonl")
     p = ternlocal.Proc(name, [os.path.join(ternlocal.BIN, "tern-fakellm"), "--script", script,
                               "--listen", "127.0.0.1:0", "--record", record],
@@ -195,6 +197,20 @@ def check_large_result(t):
     eq(json.loads(body), BIG, "the file holds the result")
 
 
+def check_result_not_written(t):
+    # output/result.json is a directory: the valid result cannot be kept
+    s = finished(t, "res-nowrite")
+    eq(phase(s), "Failed", "phase")
+    contains(s["status"].get("message", ""), "the valid result (", "message")
+    contains(s["status"].get("message", ""), "could not be written to output/result.json: "
+             "sandboxd answered HTTP 4", "message")
+    fin = [e for e in journal(t, "res-nowrite") if e["type"] == "turn_finished"]
+    eq([(e["data"]["outcome"], e["data"].get("reason")) for e in fin],
+       [("error", "result_not_written")], "turn_finished")
+    wait_for("a Warning Event", lambda: [
+        x for x in kube_events(t, "res-nowrite", "Warning") if "could not be written" in x[1]], 60)
+
+
 def check_killed_between_attempts(t):
     # the runner stops itself right after journaling attempt 1 (TERN_TEST_HOOK
     # result_invalid:stop, through the operator's --test-runner-hook)
@@ -232,23 +248,28 @@ def main():
         base_never, t.rec_never = start_model(t, "model-never", [PROSE, PROSE, PROSE])
         base_kill, t.rec_kill = start_model(t, "model-kill", [PROSE, WRONG, RIGHT])
         base_big, _ = start_model(t, "model-big", [json.dumps(BIG)])
+        base_nowrite, _ = start_model(t, "model-nowrite", [
+            {"toolCalls": [{"name": "exec_command",
+                            "arguments": {"cmd": "mkdir -p output/result.json"}}]},
+            json.dumps(BIG)])
         t.apply_crd()
         t.apply_runner_rbac()
         t.create_secret("model", "api-key", "test")
         t.start_operator(extra=["--test-runner-hook", HOOK_SESSION + "=result_invalid:stop"])
         bad = json.loads(json.dumps(SCHEMA))
         bad["properties"]["verdict"] = {"oneOf": [{"const": "flaky"}]}
+        big_schema = {"type": "object", "required": ["lines"],
+                      "properties": {"lines": {"type": "array", "items": {"type": "string"}}}}
         for doc in (session("res-ok", base_ok), session("res-never", base_never),
                     session(HOOK_SESSION, base_kill), session("res-bad", base_ok, schema=bad),
-                    session("res-big", base_big,
-                            schema={"type": "object", "required": ["lines"],
-                                    "properties": {"lines": {"type": "array",
-                                                             "items": {"type": "string"}}}})):
+                    session("res-big", base_big, schema=big_schema),
+                    session("res-nowrite", base_nowrite, schema=big_schema)):
             t.kubectl("apply", "-f", "-", input=doc)
         for name, fn in [("invalid_schema_is_invalid_spec", check_invalid_schema),
                          ("wrong_twice_then_right", check_wrong_twice_then_right),
                          ("never_satisfied_reaches_the_limit", check_never_satisfied),
                          ("large_result_goes_to_output", check_large_result),
+                         ("result_not_written_is_an_error", check_result_not_written),
                          ("runner_killed_between_attempts", check_killed_between_attempts)]:
             if only and not any(o in name for o in only):
                 continue

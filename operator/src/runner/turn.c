@@ -678,7 +678,8 @@ static void add_artifacts(struct turn *t, cJSON *d)
  * output/result.json through sandboxd (under the key <uid>/result/<turn>:
  * a runner restarted before turn_finished writes the same bytes again) and
  * data.resultRef {path, size, sha256}. A sandboxd that cannot be reached
- * or is busy is retryable; one that refuses the write ends the turn. */
+ * or is busy is retryable; one that refuses the write turns d into an
+ * error end (outcome error, reason result_not_written, message why). */
 static int add_result(struct turn *t, const cJSON *value, cJSON *d, struct tern_err *err)
 {
     char *text = json_print(value);
@@ -704,9 +705,19 @@ static int add_result(struct turn *t, const cJSON *value, cJSON *d, struct tern_
         rc = err_set(err, TERN_EHTTP, "sandboxd: writing %s: HTTP %ld", RESULT_FILE,
                      r.http_status);
     } else if (r.http_status < 200 || r.http_status > 299) {
-        /* say why in the turn's end: the answer was valid, it could not be kept */
-        json_add_string(d, "resultError",
-                        r.body ? r.body : "sandboxd refused to write the result");
+        /* the answer was valid but cannot be kept: the turn ends in an
+         * error that says so (status, Event), the answer stays journaled */
+        char *said = plan_bounded(r.body ? r.body : "", TERN_RUNNER_MAX_DETAIL);
+        char *msg = xasprintf("the valid result (%zu bytes) could not be written to %s: "
+                              "sandboxd answered HTTP %ld: %s",
+                              n, RESULT_FILE, r.http_status, said);
+        free(said);
+        cJSON_DeleteItemFromObject(d, "outcome");
+        cJSON_DeleteItemFromObject(d, "message");
+        json_add_string(d, "outcome", PLAN_OUTCOME_ERROR);
+        json_add_string(d, "reason", "result_not_written");
+        json_add_string(d, "message", msg);
+        free(msg);
     } else {
         unsigned char md[EVP_MAX_MD_SIZE];
         unsigned int mdlen = 0;
@@ -809,7 +820,7 @@ static int perform(struct turn *t, struct plan *p, struct tern_err *err)
             cJSON_Delete(d);
             return rc;
         }
-        if (strcmp(p->outcome, PLAN_OUTCOME_COMPLETED) == 0)
+        if (strcmp(cJSON_GetStringValue(json_get(d, "outcome")), PLAN_OUTCOME_COMPLETED) == 0)
             add_artifacts(t, d);
         return append(t, "turn_finished", NULL, d, err);
     }
