@@ -1243,7 +1243,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         json_add_string(r, "summary", j->result_summary);
         if (j->result_artifacts)
             cJSON_AddItemToObject(r, "artifacts", json_dup(j->result_artifacts));
-        if (j->result_value)
+        if (j->result_value && !cJSON_IsNull(j->result_value)) /* not nullable in the CRD */
             cJSON_AddItemToObject(r, "value", json_dup(j->result_value));
         if (j->result_ref) {
             int64_t size = 0;
