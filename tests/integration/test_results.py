@@ -157,6 +157,14 @@ def check_wrong_twice_then_right(t):
     fin = [e for e in evs if e["type"] == "turn_finished"]
     eq(len(fin), 1, "one turn_finished")
     eq(fin[0]["data"].get("result"), json.loads(RIGHT), "the result in turn_finished")
+    # kubectl tern shows the value and, in the journal, the failed attempts
+    out = t.tern("get", "res-ok")
+    value = [x for x in out.split("\n") if x.startswith("Value:")]
+    eq([json.loads(x[len("Value:"):]) for x in value], [json.loads(RIGHT)], "kubectl tern get")
+    log = t.tern("logs", "res-ok")
+    contains(log, "result invalid (attempt 1): the answer is not valid JSON", "kubectl tern logs")
+    contains(log, 'result invalid (attempt 2): the answer does not match the schema: '
+             'at "/verdict": enum:', "kubectl tern logs")
 
 
 def check_never_satisfied(t):
