@@ -2,6 +2,8 @@
  * encoding, the summary fold and its JSON, truncation. No etcd. */
 #include "harness.h"
 
+#include "base/buf.h"
+#include "base/limits.h"
 #include "base/mem.h"
 #include "journal/journal.h"
 #include "json/json.h"
@@ -289,4 +291,50 @@ TEST(summary_result_is_bounded)
     free(txt);
     cJSON_Delete(d);
     free(big);
+}
+
+TEST(summary_keeps_a_validated_result)
+{
+    struct journal_summary s;
+    journal_summary_init(&s);
+    apply(&s, 1, "turn_finished", 1,
+          "{\"outcome\":\"completed\",\"summary\":\"{\\\"n\\\":4}\",\"result\":{\"n\":4}}");
+    char *v = json_print(s.result_value);
+    ASSERT_EQ_STR(v, "{\"n\":4}");
+    free(v);
+    ASSERT_NULL(s.result_ref);
+    /* through the summary's JSON and back */
+    cJSON *j = journal_summary_to_json(&s);
+    char *txt = json_print(j);
+    struct journal_summary d;
+    ASSERT_OK(journal_summary_decode(txt, strlen(txt), &d, NULL));
+    v = json_print(d.result_value);
+    ASSERT_EQ_STR(v, "{\"n\":4}");
+    free(v);
+    journal_summary_done(&d);
+    free(txt);
+    cJSON_Delete(j);
+    /* a later answer with a reference replaces it; a malformed reference is dropped */
+    const char *sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    char *ev = xasprintf("{\"outcome\":\"completed\",\"resultRef\":{\"path\":\"output/result.json\","
+                         "\"size\":20000,\"sha256\":\"%s\"}}", sha);
+    apply(&s, 2, "turn_finished", 2, ev);
+    free(ev);
+    ASSERT_NULL(s.result_value);
+    ASSERT_EQ_STR(json_get(s.result_ref, "path")->valuestring, "output/result.json");
+    ASSERT_EQ_STR(json_get(s.result_ref, "sha256")->valuestring, sha);
+    apply(&s, 3, "turn_finished", 3,
+          "{\"outcome\":\"completed\",\"resultRef\":{\"path\":\"x\",\"size\":-1,\"sha256\":\"ab\"}}");
+    ASSERT_NULL(s.result_ref);
+    /* a value over TERN_RESULT_MAX_VALUE is not kept (the runner never sends one) */
+    struct buf b;
+    buf_init(&b, 1u << 20);
+    buf_puts(&b, "{\"outcome\":\"completed\",\"result\":\"");
+    for (unsigned i = 0; i <= TERN_RESULT_MAX_VALUE; i++)
+        buf_putc(&b, 'a');
+    buf_puts(&b, "\"}");
+    apply(&s, 4, "turn_finished", 4, buf_str(&b));
+    ASSERT_NULL(s.result_value);
+    buf_done(&b);
+    journal_summary_done(&s);
 }

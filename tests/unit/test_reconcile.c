@@ -1462,3 +1462,69 @@ TEST(an_idle_sandbox_gives_its_slot_to_a_waiting_session)
     reconcile_output_done(&o);
     session_spec_free(s);
 }
+
+TEST(validated_result_lands_in_status_result)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    cJSON *value = cJSON_Parse("{\"verdict\":\"flaky\",\"confidence\":0.8}");
+    cJSON *ref = cJSON_Parse("{\"path\":\"output/result.json\",\"size\":20000,\"sha256\":"
+                             "\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}");
+    in.journal = (struct observed_journal){.last_seq = 12, .turn = 1, .messages = 1,
+                                           .outcome = "completed", .updated_at = in.now,
+                                           .result_summary = "{...}", .result_value = value};
+    in.job = (struct observed_job){.exists = true, .turn = 1, .complete = true};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    const cJSON *r = json_get(o.status, "result");
+    ASSERT_TRUE(json_equal(json_get(r, "value"), value));
+    ASSERT_NULL(json_get(r, "valueRef"));
+    reconcile_output_done(&o);
+    in.journal.result_value = NULL;
+    in.journal.result_ref = ref;
+    reconcile_decide(&in, &o);
+    r = json_get(o.status, "result");
+    ASSERT_NULL(json_get(r, "value"));
+    ASSERT_EQ_STR(json_get(r, "valueRef")->valuestring, "output/result.json");
+    int64_t size = 0;
+    ASSERT_OK(json_item_int64(json_get(r, "valueSize"), &size));
+    ASSERT_EQ_INT(size, 20000);
+    ASSERT_CONTAINS(json_get(r, "valueSha256")->valuestring, "0123456789abcdef");
+    reconcile_output_done(&o);
+    cJSON_Delete(value);
+    cJSON_Delete(ref);
+    session_spec_free(s);
+}
+
+TEST(max_result_attempts_is_a_limit_like_the_others)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    const char *msg = "maxResultAttempts: used 3 of 3; the last answer is not valid JSON: "
+                      "invalid JSON at offset 0: unexpected character";
+    in.journal = (struct observed_journal){
+        .last_seq = 20, .turn = 1, .messages = 1, .outcome = "limit_reached",
+        .updated_at = in.now - 5, .reason = "maxResultAttempts", .message = msg,
+        .limit = "maxResultAttempts", .limit_used = 3, .limit_max = 3, .good_seq = 18};
+    in.job = (struct observed_job){.exists = true, .turn = 1, .complete = true};
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "Failed");
+    ASSERT_EQ_STR(status_str(&o, "reason"), "LimitReached");
+    ASSERT_CONTAINS(status_str(&o, "message"), "turn 1: maxResultAttempts: used 3 of 3; the last");
+    ASSERT_CONTAINS(status_str(&o, "message"), "raise spec.limits.maxResultAttempts above 3");
+    ASSERT_CONTAINS(find(&o, RA_EVENT, "LimitReached")->note, "maxResultAttempts: used 3 of 3");
+    /* no retry of its own accord (the limit still holds) */
+    ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, NULL), 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+    /* raised: a retry continues */
+    s = spec_from(SESSION_YAML("  limits: {maxResultAttempts: 5}\n"));
+    in.spec = s;
+    reconcile_decide(&in, &o);
+    const struct reconcile_action *r = find(&o, RA_JOURNAL_APPEND, "retry");
+    ASSERT_NOT_NULL(r);
+    ASSERT_EQ_STR(json_get(r->data, "limit")->valuestring, "maxResultAttempts");
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}

@@ -752,3 +752,154 @@ TEST(test_hooks_are_inert_unless_named)
     ASSERT_EQ_INT(testhook_match("tool_call", "tool_result"), TESTHOOK_NONE);
     ASSERT_EQ_INT(testhook_match("model_response:stop,tool_call", "tool_call"), TESTHOOK_KILL);
 }
+
+/* ---- spec.result.schema ------------------------------------------------- */
+
+static const char *SCHEMA = "{\"type\":\"object\",\"required\":[\"n\"],"
+                            "\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":1}}}";
+
+static char *answer(const char *content)
+{
+    cJSON *d = cJSON_CreateObject();
+    json_add_int64(d, "step", 0);
+    json_add_string(d, "kind", "ok");
+    json_add_string(d, "content", content);
+    char *t = json_print(d);
+    cJSON_Delete(d);
+    return t;
+}
+
+/* Folds a final answer, plans; returns the plan (caller releases it). */
+static void answer_and_plan(struct fx *f, const char *content, struct plan *p)
+{
+    EXPECT(f, PLAN_MODEL_REQUEST);
+    ev(f, "model_request", 1, "{\"step\":0}");
+    char *a = answer(content);
+    ev(f, "model_response", 1, a);
+    free(a);
+    next(f, p);
+}
+
+/* Journals what the plan says for an invalid answer, as turn.c does. */
+static void journal_invalid(struct fx *f, const struct plan *p)
+{
+    cJSON *d = cJSON_CreateObject();
+    json_add_int64(d, "attempt", p->attempt);
+    json_add_string(d, "problem", p->reason);
+    json_add_string(d, "message", p->output);
+    char *t = json_print(d);
+    cJSON_Delete(d);
+    ev(f, "result_invalid", 1, t);
+    free(t);
+}
+
+TEST(result_schema_wrong_twice_then_right)
+{
+    struct fx f;
+    fx_init(&f, 1);
+    cJSON *schema = NULL;
+    ASSERT_OK(json_parse(SCHEMA, strlen(SCHEMA), &schema, NULL));
+    f.in.result_schema = schema;
+    f.in.max_result_attempts = 3;
+    ev(&f, "turn_started", 1, "{}");
+    struct plan p;
+    answer_and_plan(&f, "The answer is 3.", &p);
+    ASSERT_EQ_INT(p.action, PLAN_RESULT_INVALID);
+    ASSERT_EQ_INT(p.attempt, 1);
+    ASSERT_CONTAINS(p.output, "Your final answer (attempt 1 of 3) is not valid JSON: invalid JSON "
+                              "at offset 0");
+    ASSERT_CONTAINS(p.reason, "is not valid JSON");
+    journal_invalid(&f, &p);
+    plan_done(&p);
+    /* the model is told: the conversation ends with the message */
+    ASSERT_EQ_INT(f.s.conv.msgs[f.s.conv.n - 1].role, CHAT_USER);
+    ASSERT_CONTAINS(f.s.conv.msgs[f.s.conv.n - 1].content, "attempt 1 of 3");
+    answer_and_plan(&f, "{\"n\": 0}", &p);
+    ASSERT_EQ_INT(p.action, PLAN_RESULT_INVALID);
+    ASSERT_EQ_INT(p.attempt, 2);
+    ASSERT_CONTAINS(p.output, "does not match the result schema (1 error):\n"
+                              "at \"/n\": minimum: expected a number >= 1, got 0\n");
+    journal_invalid(&f, &p);
+    plan_done(&p);
+    answer_and_plan(&f, "```json\n{\"n\": 4}\n```", &p);
+    ASSERT_EQ_INT(p.action, PLAN_FINISH);
+    ASSERT_EQ_STR(p.outcome, PLAN_OUTCOME_COMPLETED);
+    char *v = json_print(p.result);
+    ASSERT_EQ_STR(v, "{\"n\":4}");
+    free(v);
+    plan_done(&p);
+    ev(&f, "turn_finished", 1, "{\"outcome\":\"completed\"}");
+    ASSERT_EQ_INT(f.s.result_failures, 0);
+    EXPECT(&f, PLAN_DONE);
+    replay_state_done(&f.s);
+    cJSON_Delete(schema);
+}
+
+TEST(result_schema_never_satisfied_reaches_the_limit)
+{
+    struct fx f;
+    fx_init(&f, 1);
+    cJSON *schema = NULL;
+    ASSERT_OK(json_parse(SCHEMA, strlen(SCHEMA), &schema, NULL));
+    f.in.result_schema = schema;
+    f.in.max_result_attempts = 2;
+    ev(&f, "turn_started", 1, "{}");
+    struct plan p;
+    for (int i = 1; i <= 2; i++) {
+        answer_and_plan(&f, "[]", &p);
+        ASSERT_EQ_INT(p.action, PLAN_RESULT_INVALID);
+        ASSERT_EQ_INT(p.attempt, i);
+        journal_invalid(&f, &p);
+        plan_done(&p);
+    }
+    next(&f, &p);
+    ASSERT_EQ_INT(p.action, PLAN_LIMIT);
+    ASSERT_EQ_STR(p.limit_name, "maxResultAttempts");
+    ASSERT_EQ_INT(p.limit_used, 2);
+    ASSERT_EQ_INT(p.limit_max, 2);
+    plan_done(&p);
+    ev(&f, "limit_reached", 1, "{\"limit\":\"maxResultAttempts\",\"used\":2,\"max\":2}");
+    next(&f, &p);
+    ASSERT_EQ_INT(p.action, PLAN_FINISH);
+    ASSERT_EQ_STR(p.outcome, PLAN_OUTCOME_LIMIT);
+    ASSERT_EQ_STR(p.message, "maxResultAttempts: used 2 of 2; the last answer does not match "
+                             "the schema: at \"\": type: expected \"object\", got array");
+    plan_done(&p);
+    ev(&f, "turn_finished", 1, "{\"outcome\":\"limit_reached\"}");
+    /* a new turn (a retry after the limit was raised) goes on counting */
+    f.in.turn = 2;
+    f.in.max_result_attempts = 3;
+    ev(&f, "turn_started", 2, "{}");
+    ASSERT_EQ_INT(f.s.result_failures, 2);
+    EXPECT(&f, PLAN_MODEL_REQUEST);
+    replay_state_done(&f.s);
+    cJSON_Delete(schema);
+}
+
+TEST(result_schema_refusal_and_free_text)
+{
+    struct fx f;
+    fx_init(&f, 1);
+    ev(&f, "turn_started", 1, "{}");
+    struct plan p;
+    /* without a schema, a final answer is free text as before */
+    answer_and_plan(&f, "not json", &p);
+    ASSERT_EQ_INT(p.action, PLAN_FINISH);
+    ASSERT_NULL(p.result);
+    plan_done(&p);
+    replay_state_done(&f.s);
+}
+
+TEST(result_prompt_asks_for_json)
+{
+    struct prompt_input in = {.objective = "x", .result_schema = "{\"type\":\"integer\"}"};
+    char *s = prompt_system(&in);
+    ASSERT_CONTAINS(s, "exactly one JSON value that matches this JSON Schema");
+    ASSERT_CONTAINS(s, "Result schema: {\"type\":\"integer\"}\n");
+    free(s);
+    in.result_schema = NULL;
+    s = prompt_system(&in);
+    ASSERT_CONTAINS(s, "short summary");
+    ASSERT_TRUE(strstr(s, "Result schema") == NULL);
+    free(s);
+}

@@ -56,6 +56,15 @@ static const struct evdef SESSION[] = {
     {"turn_started", 4, "{\"turn\":4}"},
     {"limit_reached", 4, "{\"limit\":\"maxModelTurns\",\"used\":5,\"max\":5}"},
     {"turn_finished", 4, "{\"outcome\":\"limit_reached\"}"},
+    /* spec.result.schema: an invalid answer counts across turns */
+    {"user_message", 0, "{\"source\":\"spec.messages\",\"index\":3,\"text\":\"as JSON\"}"},
+    {"turn_started", 5, "{\"turn\":5}"},
+    {"model_request", 5, "{\"step\":5}"},
+    {"model_response", 5, "{\"step\":5,\"kind\":\"ok\",\"content\":\"nope\"}"},
+    {"result_invalid", 5,
+     "{\"attempt\":1,\"problem\":\"is not valid JSON\",\"message\":\"answer in JSON\"}"},
+    {"limit_reached", 5, "{\"limit\":\"maxResultAttempts\",\"used\":1,\"max\":1}"},
+    {"turn_finished", 5, "{\"outcome\":\"limit_reached\"}"},
 };
 #define NSESSION (sizeof SESSION / sizeof *SESSION)
 
@@ -120,6 +129,7 @@ TEST(a_snapshot_at_every_boundary_resumes_exactly)
         for (size_t i = 0; i < r.ndecided; i++)
             ASSERT_EQ_STR(r.decided_reasons[i], ref.decided_reasons[i]);
         ASSERT_EQ_STR(r.limit_name, ref.limit_name);
+        ASSERT_EQ_INT(r.result_failures, ref.result_failures);
         free(got);
         free(again);
         free(snap);

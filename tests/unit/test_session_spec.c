@@ -130,6 +130,12 @@ static char *dump(const struct session_spec *s)
     I(limits.max_tool_calls);
     I(limits.max_tokens);
     I(limits.max_cost_micro_usd);
+    I(limits.max_result_attempts);
+    if (s->result_schema) {
+        char *rs = json_print(s->result_schema);
+        buf_printf(&b, "result.schema=%s\n", rs);
+        free(rs);
+    }
     I(limits.cpu.milli);
     I(limits.memory.milli);
     S(model.name);
@@ -469,7 +475,7 @@ TEST(spec_defaults_agree_with_the_crd)
     ASSERT_NOT_NULL(schema);
     const char *files[] = {"examples/minimal.yaml", "examples/approvals-and-limits.yaml",
                            "examples/context-skills-memory.yaml", "examples/trusted-tools.yaml",
-                           "examples/demo.yaml"};
+                           "examples/demo.yaml", "examples/result-schema.yaml"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         cJSON *doc = session_doc(files[i]);
         struct session_spec *plain = parse_ok(doc);
@@ -773,4 +779,49 @@ TEST(spec_tool_names)
     ASSERT_EQ_INT(session_tool_from_name("List_files"), 0);
     ASSERT_EQ_STR(session_tool_name(SESSION_TOOL_EXEC_COMMAND), "exec_command");
     ASSERT_NULL(session_tool_name(3));
+}
+
+static void expect_invalid(const char *json, const char *msg)
+{
+    cJSON *j = NULL;
+    if (json_parse(json, strlen(json), &j, NULL))
+        th_fail(__FILE__, __LINE__, "bad JSON %s", json);
+    struct session_spec *s = NULL;
+    struct tern_err e = {0};
+    int r = session_spec_parse(j, &s, &e);
+    cJSON_Delete(j);
+    if (r != TERN_EINVALID || s)
+        th_fail(__FILE__, __LINE__, "%s: got %d, expected TERN_EINVALID", json, r);
+    ASSERT_CONTAINS(e.msg, msg);
+}
+
+TEST(spec_result_schema)
+{
+    struct session_spec *s = spec_of("{\"spec\":{\"objective\":\"x\"}}");
+    ASSERT_NULL(s->result_schema);
+    ASSERT_EQ_INT(s->limits.max_result_attempts, SESSION_DEFAULT_MAX_RESULT_ATTEMPTS);
+    session_spec_free(s);
+    s = spec_of("{\"spec\":{\"objective\":\"x\",\"limits\":{\"maxResultAttempts\":5},"
+                "\"result\":{\"schema\":{\"type\":\"object\",\"required\":[\"n\"],"
+                "\"properties\":{\"n\":{\"type\":\"integer\"}}}}}}");
+    ASSERT_NOT_NULL(s->result_schema);
+    ASSERT_EQ_INT(s->limits.max_result_attempts, 5);
+    char *t = json_print(s->result_schema);
+    ASSERT_EQ_STR(t, "{\"type\":\"object\",\"required\":[\"n\"],\"properties\":{\"n\":{\"type\":"
+                     "\"integer\"}}}");
+    free(t);
+    session_spec_free(s);
+    /* the validator's message, under the field's path */
+    expect_invalid("{\"spec\":{\"objective\":\"x\",\"result\":{\"schema\":{\"properties\":"
+                   "{\"a\":{\"anyOf\":[]}}}}}}",
+                   "spec.result.schema: at \"/properties/a/anyOf\": keyword \"anyOf\" is not "
+                   "supported");
+    expect_invalid("{\"spec\":{\"objective\":\"x\",\"result\":{\"schema\":true}}}",
+                   "spec.result.schema: must be");
+    expect_invalid("{\"spec\":{\"objective\":\"x\",\"result\":{\"shape\":{}}}}",
+                   "spec.result.shape");
+    expect_invalid("{\"spec\":{\"objective\":\"x\",\"limits\":{\"maxResultAttempts\":0}}}",
+                   "spec.limits.maxResultAttempts: must be >= 1");
+    expect_invalid("{\"spec\":{\"objective\":\"x\",\"limits\":{\"maxResultAttempts\":21}}}",
+                   "spec.limits.maxResultAttempts: must be <= 20");
 }

@@ -575,6 +575,15 @@ static int cmd_get(struct cli *c)
     const cJSON *res = json_get(st, "result");
     if (res)
         printf("Result:     %s\n", str_at(res, "summary", NULL) ? str_at(res, "summary", NULL) : "");
+    if (res && json_get(res, "value")) {
+        char *v = json_print(json_get(res, "value"));
+        printf("Value:      %s\n", v);
+        free(v);
+    }
+    if (res && str_at(res, "valueRef", NULL))
+        printf("Value:      in %s (%lld bytes, sha256 %s)\n", str_at(res, "valueRef", NULL),
+               (long long)int_at(res, "valueSize"),
+               str_at(res, "valueSha256", NULL) ? str_at(res, "valueSha256", NULL) : "?");
     const cJSON *f, *forks = json_get(st, "forks");
     if (cJSON_GetArraySize(forks) > 0) {
         printf("Forks:     ");
@@ -729,6 +738,11 @@ static void print_event_json(const cJSON *ev, bool live_shown)
         }
         owned = buf_steal(&ans);
         body = owned;
+    } else if (strcmp(type, "result_invalid") == 0) {
+        int64_t attempt = 0;
+        json_item_int64(json_get(d, "attempt"), &attempt);
+        buf_printf(&head, "result invalid (attempt %lld): the answer %s", (long long)attempt,
+                   S("problem"));
     } else if (strcmp(type, "snapshot") == 0) {
         int64_t upto = 0;
         json_item_int64(json_get(d, "upto"), &upto);

@@ -46,7 +46,7 @@ struct opts {
     const char *etcd_ca, *etcd_cert, *etcd_key, *etcd_user, *etcd_pass_file, *etcd_root_pass_file;
     const char *runner_cert, *runner_key;
     const char *api_addr, *api_cert, *api_key, *api_ca, *apiservice;
-    const char *prices_cm, *test_clock;
+    const char *prices_cm, *test_clock, *test_hook;
     const char *egress_proxy, *egress_proxy_ns, *egress_proxy_labels;
     const char *webhook_addr, *webhook_cert, *webhook_key, *zoneinfo, *fault;
     const char *ns_ttls;
@@ -125,6 +125,8 @@ static const struct flag {
     F("workers", "TERN_WORKERS", 2, workers, "reconcile workers"),
     F("test-clock-file", "TERN_TEST_CLOCK_FILE", 0, test_clock,
       "tests only: a file with seconds to add to the clock of AgentBudget windows"),
+    F("test-runner-hook", "TERN_TEST_RUNNER_HOOK", 0, test_hook,
+      "tests only: SESSION=SPEC gives that session's turn Jobs TERN_TEST_HOOK=SPEC"),
     F("ttl-seconds-after-finished", "TERN_TTL_SECONDS_AFTER_FINISHED", 3, session_ttl,
       "delete finished sessions this long after they finished, unless their "
       "spec.ttlSecondsAfterFinished says otherwise (0: keep them)"),
@@ -606,6 +608,7 @@ int main(int argc, char **argv)
         .on_decided = on_session_decided,
         .prices_configmap = o.prices_cm && *o.prices_cm ? o.prices_cm : NULL,
         .test_clock_file = o.test_clock && *o.test_clock ? o.test_clock : NULL,
+        .test_runner_hook = o.test_hook && *o.test_hook ? o.test_hook : NULL,
         .children =
             {
                 .runner_image = o.runner_image,

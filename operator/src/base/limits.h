@@ -258,4 +258,18 @@
 #define TERN_TMAP_MAX_VALUE          256         /* one such value */
 #define TERN_TMAP_MAX_JSON_DEPTH     64          /* nesting of a delivery's JSON */
 
+/* result schemas (json/jschema: spec.result.schema) and validated results */
+#define TERN_JSCHEMA_MAX_BYTES       (64u << 10) /* a schema, compact JSON */
+#define TERN_JSCHEMA_MAX_DEPTH       32          /* nesting of subschemas */
+#define TERN_JSCHEMA_MAX_NODES       1024        /* subschemas in one schema */
+#define TERN_JSCHEMA_MAX_PATTERN     256         /* one pattern (POSIX ERE) */
+#define TERN_JSCHEMA_MAX_ENUM        256         /* members of enum / required */
+#define TERN_JSCHEMA_MAX_INSTANCE_DEPTH 32       /* nesting of an answer validated */
+#define TERN_JSCHEMA_MAX_ERRORS      16          /* errors reported for one answer */
+#define TERN_JSCHEMA_MAX_ERROR_LEN   300         /* one error line */
+#define TERN_RESULT_MAX_ANSWER       (4u << 20)  /* a final answer parsed as JSON */
+#define TERN_RESULT_MAX_VALUE        (16u << 10) /* status.result.value (compact JSON); larger
+                                                  * results go to output/result.json */
+#define TERN_RESULT_MAX_ATTEMPTS     20          /* spec.limits.maxResultAttempts */
+
 #endif

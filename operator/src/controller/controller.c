@@ -50,6 +50,31 @@ static const struct kgvr gvrs[W_COUNT] = {
     [W_NETPOLS] = {"networking.k8s.io", "v1", "networkpolicies"},
 };
 
+/* Tests only (controller_config.test_runner_hook "SESSION=SPEC"): a turn
+ * Job of SESSION gets TERN_TEST_HOOK=SPEC in its first container. */
+static void hook_job(const char *hook, cJSON *job)
+{
+    const char *eq = hook ? strchr(hook, '=') : NULL;
+    if (!eq)
+        return;
+    cJSON *spec = (cJSON *)json_get(json_get(json_get(job, "spec"), "template"), "spec");
+    cJSON *ctr = cJSON_GetArrayItem((cJSON *)json_get(spec, "containers"), 0);
+    cJSON *env = (cJSON *)json_get(ctr, "env");
+    bool mine = false;
+    for (const cJSON *e = cJSON_IsArray(env) ? env->child : NULL; e; e = e->next) {
+        const cJSON *n = json_get(e, "name"), *v = json_get(e, "value");
+        if (cJSON_IsString(n) && cJSON_IsString(v) && strcmp(n->valuestring, "TERN_SESSION") == 0)
+            mine = strlen(v->valuestring) == (size_t)(eq - hook) &&
+                   strncmp(v->valuestring, hook, (size_t)(eq - hook)) == 0;
+    }
+    if (!mine)
+        return;
+    cJSON *e = cJSON_CreateObject();
+    json_add_string(e, "name", "TERN_TEST_HOOK");
+    json_add_string(e, "value", eq + 1);
+    cJSON_AddItemToArray(env, e);
+}
+
 /* ---- what the caches keep ---- */
 
 /* Only the metadata the controller reads: identity, labels, owners,
@@ -495,6 +520,8 @@ static void observe_journal(const struct journal_summary *s, struct observed_jou
     o->cost_micro_usd = s->usage.cost_micro_usd;
     o->result_summary = s->result;
     o->result_artifacts = s->artifacts;
+    o->result_value = s->result_value;
+    o->result_ref = s->result_ref;
     o->reason = s->reason;
     o->message = s->message;
     o->limit = s->limit;
@@ -862,8 +889,10 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
                 r = err_set(err, -EINVAL, "unknown resource %s", a->resource);
                 break;
             }
-            if (g == &gvrs[W_JOBS])
+            if (g == &gvrs[W_JOBS]) {
                 budgets_decorate_job(c->budgets, a->object); /* the test clock, if on */
+                hook_job(c->cfg.test_runner_hook, a->object); /* the runner's crash points */
+            }
             r = kclient_create(kc, g, ns, a->object, NULL, &ke);
             if (r == -EEXIST && g == &gvrs[W_SESSIONS]) {
                 /* a fork's child name: fine if it is this fork (a retry

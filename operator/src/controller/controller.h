@@ -51,6 +51,9 @@ struct controller_config {
     /* test hook: a file holding seconds to add to the clock of AgentBudget
      * windows (controller/budgets.h), or NULL */
     const char *test_clock_file;
+    /* test hook: "SESSION=SPEC": turn Jobs of the session named SESSION get
+     * TERN_TEST_HOOK=SPEC (runner/testhook.h), or NULL */
+    const char *test_runner_hook;
     /* called from a worker after a failed reconcile (the library does not
      * log; the daemon does); retry_ms is the backoff before the next try */
     void (*on_error)(void *ctx, const char *key, const struct tern_err *err, long retry_ms);

@@ -502,6 +502,8 @@ static int64_t limit_value(const struct session_spec *s, const char *name)
         return s->limits.max_cost_micro_usd;
     if (streq(name, "timeoutSeconds"))
         return s->limits.timeout_seconds * 1000;
+    if (streq(name, "maxResultAttempts"))
+        return s->limits.max_result_attempts;
     return -1;
 }
 
@@ -1381,6 +1383,15 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         json_add_string(r, "summary", j->result_summary);
         if (j->result_artifacts)
             cJSON_AddItemToObject(r, "artifacts", json_dup(j->result_artifacts));
+        if (j->result_value && !cJSON_IsNull(j->result_value)) /* not nullable in the CRD */
+            cJSON_AddItemToObject(r, "value", json_dup(j->result_value));
+        if (j->result_ref) {
+            int64_t size = 0;
+            json_add_string(r, "valueRef", json_get(j->result_ref, "path")->valuestring);
+            if (json_item_int64(json_get(j->result_ref, "size"), &size) == 0)
+                json_add_int64(r, "valueSize", size);
+            json_add_string(r, "valueSha256", json_get(j->result_ref, "sha256")->valuestring);
+        }
     }
     if (j->first_request) {
         json_add_string(st, "firstModelRequestTime", j->first_request);

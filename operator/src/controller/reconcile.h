@@ -92,6 +92,8 @@ struct observed_journal {
     int64_t model_turns, tool_calls, prompt_tokens, completion_tokens, cost_micro_usd;
     const char *result_summary;   /* last final answer */
     const cJSON *result_artifacts; /* array of strings, or NULL */
+    const cJSON *result_value;    /* the answer valid against spec.result.schema, or NULL */
+    const cJSON *result_ref;      /* {path, size, sha256} of a larger one, or NULL */
     /* why the last turn ended (turn_finished data): */
     const char *reason;           /* "maxTokens", "model_error", "JobFailed", ... or NULL */
     const char *message;          /* for people, or NULL */

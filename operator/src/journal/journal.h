@@ -155,6 +155,11 @@ struct journal_summary {
     char *result;           /* the last final answer (turn_finished data.summary
                              * with outcome "completed"), or NULL */
     cJSON *artifacts;       /* its data.artifacts (array of strings), or NULL */
+    cJSON *result_value;    /* its data.result (the answer valid against
+                             * spec.result.schema, at most TERN_RESULT_MAX_VALUE
+                             * bytes as compact JSON), or NULL */
+    cJSON *result_ref;      /* its data.resultRef {path, size, sha256} (a larger
+                             * valid answer in the workspace), or NULL */
     /* why the last turn ended (turn_finished data; cleared by turn_started): */
     char *reason;           /* data.reason, or NULL */
     char *message;          /* data.message, at most TERN_JOURNAL_MAX_REASON bytes */
@@ -186,8 +191,9 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
  * finished (outcome NULL, turn > 0) -> intent = true (the fork continues
  * that turn); turn_started -> outcome, reason, message and limit cleared,
  * intent = false; turn_finished -> intent = false, outcome = data.outcome, reason/message/
- * limit/used/max from data (and result/artifacts from data.summary and
- * data.artifacts when the outcome is completed); model_request -> the first
+ * limit/used/max from data (and result/artifacts/result_value/result_ref
+ * from data.summary, data.artifacts, data.result and data.resultRef when
+ * the outcome is completed); model_request -> the first
  * one's time; good_seq follows every event except a failure's tail;
  * snapshot -> s replaced by data.summary; tool_result with a valid
  * data.memoryProposal -> a Pending proposal (once per id; when the list is

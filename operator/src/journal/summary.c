@@ -35,6 +35,8 @@ void journal_summary_done(struct journal_summary *s)
     free(s->last_decided);
     free(s->result);
     cJSON_Delete(s->artifacts);
+    cJSON_Delete(s->result_value);
+    cJSON_Delete(s->result_ref);
     free(s->reason);
     free(s->message);
     free(s->limit);
@@ -60,6 +62,8 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
     dst->last_decided = sdup(src->last_decided);
     dst->result = sdup(src->result);
     dst->artifacts = src->artifacts ? json_dup(src->artifacts) : NULL;
+    dst->result_value = src->result_value ? json_dup(src->result_value) : NULL;
+    dst->result_ref = src->result_ref ? json_dup(src->result_ref) : NULL;
     dst->reason = sdup(src->reason);
     dst->message = sdup(src->message);
     dst->limit = sdup(src->limit);
@@ -125,6 +129,35 @@ static char *bounded_dup(const char *v, size_t max)
             n--;
     }
     return xstrndup(v, n);
+}
+
+/* A copy of data.result when it is within TERN_RESULT_MAX_VALUE bytes as
+ * compact JSON, else NULL (the runner never writes a larger one). */
+static cJSON *result_value(const cJSON *v)
+{
+    if (!v)
+        return NULL;
+    char *t = json_print(v);
+    size_t n = strlen(t);
+    free(t);
+    return n <= TERN_RESULT_MAX_VALUE ? json_dup(v) : NULL;
+}
+
+/* A copy of a well-formed data.resultRef {path, size, sha256}, else NULL. */
+static cJSON *result_ref(const cJSON *r)
+{
+    const cJSON *path = json_get(r, "path"), *sha = json_get(r, "sha256");
+    int64_t size = -1;
+    if (!cJSON_IsString(path) || !*path->valuestring || strlen(path->valuestring) > 512 ||
+        !cJSON_IsString(sha) || strlen(sha->valuestring) != 64 ||
+        strspn(sha->valuestring, "0123456789abcdef") != 64 ||
+        json_item_int64(json_get(r, "size"), &size) != 0 || size < 0)
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    json_add_string(o, "path", path->valuestring);
+    json_add_int64(o, "size", size);
+    json_add_string(o, "sha256", sha->valuestring);
+    return o;
 }
 
 static bool failure_outcome(const char *oc)
@@ -362,6 +395,10 @@ int journal_summary_apply(struct journal_summary *s, const struct journal_event 
             cJSON_Delete(s->artifacts);
             const cJSON *a = json_get(d, "artifacts");
             s->artifacts = cJSON_IsArray(a) ? json_dup(a) : NULL;
+            cJSON_Delete(s->result_value);
+            s->result_value = result_value(json_get(d, "result"));
+            cJSON_Delete(s->result_ref);
+            s->result_ref = result_ref(json_get(d, "resultRef"));
         }
         break;
     }
@@ -427,6 +464,10 @@ cJSON *journal_summary_to_json(const struct journal_summary *s)
         json_add_string(o, "result", s->result);
     if (s->artifacts)
         cJSON_AddItemToObject(o, "artifacts", json_dup(s->artifacts));
+    if (s->result_value)
+        cJSON_AddItemToObject(o, "resultValue", json_dup(s->result_value));
+    if (s->result_ref)
+        cJSON_AddItemToObject(o, "resultRef", json_dup(s->result_ref));
     if (s->reason)
         json_add_string(o, "reason", s->reason);
     if (s->message)
@@ -542,6 +583,8 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
         goto out;
     }
     s.memory = memory && cJSON_GetArraySize(memory) > 0 ? json_dup(memory) : NULL;
+    s.result_value = result_value(json_get(o, "resultValue"));
+    s.result_ref = result_ref(json_get(o, "resultRef"));
 out:
     cJSON_Delete(o);
     if (r) {

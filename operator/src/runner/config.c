@@ -36,6 +36,7 @@ void runner_spec_done(struct runner_spec *s)
         return;
     free(s->objective);
     free(s->context_text);
+    cJSON_Delete(s->result_schema);
     strv_free(s->references, s->nreferences);
     strv_free(s->messages, s->nmessages);
     strv_free(s->approval, s->napproval);
@@ -120,6 +121,9 @@ int runner_spec_parse(const cJSON *obj, struct runner_spec *ret, struct tern_err
         .max_cost_micro_usd = ss->limits.max_cost_micro_usd,
         .timeout_ms = ss->limits.timeout_seconds * 1000,
     };
+    s.result_schema = ss->result_schema; /* checked by session_spec */
+    ss->result_schema = NULL;
+    s.max_result_attempts = ss->limits.max_result_attempts;
     s.model = xstrdup(ss->model.name ? ss->model.name : "gpt-5.6-mini");
     s.base_url = ss->model.base_url ? xstrdup(ss->model.base_url) : NULL;
     s.uid = ss->uid ? xstrdup(ss->uid) : NULL;

@@ -71,6 +71,8 @@ struct runner_spec {
     char **writable;          /* default: everything under working/ and output/ */
     size_t nwritable;
     struct policy_limits limits; /* defaults as the CRD's */
+    cJSON *result_schema;     /* spec.result.schema (json/jschema, checked), or NULL */
+    int64_t max_result_attempts; /* spec.limits.maxResultAttempts */
     char *model;              /* default gpt-5.6-mini */
     char *base_url;           /* or NULL */
     char *uid;                /* metadata.uid, or NULL */

@@ -3,6 +3,7 @@
 
 #include "base/limits.h"
 #include "base/mem.h"
+#include "json/jschema.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@ void plan_done(struct plan *p)
     free(p->summary);
     free(p->reason);
     free(p->message);
+    cJSON_Delete(p->result);
     memset(p, 0, sizeof *p);
 }
 
@@ -179,6 +181,51 @@ static void plan_call(const struct replay_state *s, const struct plan_input *in,
     p->action = PLAN_TOOL_START;
 }
 
+/* The final answer against spec.result.schema: FINISH(completed) with the
+ * value, or RESULT_INVALID telling the model exactly what is wrong. */
+static void plan_result(const struct replay_state *s, const struct plan_input *in, int64_t max,
+                        struct plan *p)
+{
+    const char *text = s->final_text ? s->final_text : "";
+    struct tern_err e = {0};
+    cJSON *v = NULL;
+    char *problem = NULL, *told = NULL;
+    int64_t attempt = s->result_failures + 1;
+    if (jschema_parse_answer(text, strlen(text), &v, &e) != 0) {
+        problem = xasprintf("is not valid JSON: %s", e.msg);
+        told = xasprintf("Your final answer (attempt %lld of %lld) is not valid JSON: %s\n"
+                         "Answer again with exactly one JSON value that matches the result "
+                         "schema, and nothing else: no prose, no Markdown.",
+                         (long long)attempt, (long long)max, e.msg);
+    } else {
+        struct jschema_report rep = {0};
+        if (jschema_validate(in->result_schema, v, &rep) != 0) {
+            /* cannot happen: the spec's schema was checked */
+            problem = xstrdup("the result schema is not one the runner can check");
+            told = xstrdup(problem);
+        } else if (rep.nerrors) {
+            problem = xasprintf("does not match the schema: %s", rep.text);
+            told = xasprintf("Your final answer (attempt %lld of %lld) does not match the result "
+                             "schema (%zu error%s):\n%s\nAnswer again with exactly one JSON "
+                             "value that matches the result schema, and nothing else.",
+                             (long long)attempt, (long long)max, rep.nerrors,
+                             rep.nerrors == 1 ? "" : "s", rep.text);
+        }
+        jschema_report_done(&rep);
+    }
+    if (!problem) {
+        p->action = PLAN_FINISH;
+        p->outcome = PLAN_OUTCOME_COMPLETED;
+        p->result = v;
+        return;
+    }
+    cJSON_Delete(v);
+    p->action = PLAN_RESULT_INVALID;
+    p->attempt = attempt;
+    p->reason = problem;
+    p->output = told;
+}
+
 void plan_next(const struct replay_state *s, const struct plan_input *in, struct plan *ret)
 {
     struct plan p = {0};
@@ -198,6 +245,14 @@ void plan_next(const struct replay_state *s, const struct plan_input *in, struct
         if (s->limit_name) {
             p.reason = xstrdup(s->limit_name);
             p.message = plan_limit_message(s->limit_name, s->limit_used, s->limit_max);
+            if (strcmp(s->limit_name, PLAN_LIMIT_RESULT_ATTEMPTS) == 0 && s->result_problem) {
+                /* the last answer's errors, for the status and the Event */
+                char *why = plan_bounded(s->result_problem, TERN_JOURNAL_MAX_REASON - 64);
+                char *m = xasprintf("%s; the last answer %s", p.message, why);
+                free(why);
+                free(p.message);
+                p.message = m;
+            }
             p.limit_used = s->limit_used;
             p.limit_max = s->limit_max;
         }
@@ -215,6 +270,19 @@ void plan_next(const struct replay_state *s, const struct plan_input *in, struct
         p.message = xasprintf("the model's output was malformed %lld times in a row (last: %s)",
                               (long long)s->consecutive_bad,
                               s->last_problem ? s->last_problem : "unknown");
+        goto out;
+    }
+    int64_t max_results = in->max_result_attempts > 0 ? in->max_result_attempts : 3;
+    if (s->last_final && in->result_schema && !s->last_refusal) {
+        plan_result(s, in, max_results, &p);
+        goto out;
+    }
+    if (in->result_schema && s->result_failures >= max_results) {
+        p.action = PLAN_LIMIT;
+        p.limit_name = PLAN_LIMIT_RESULT_ATTEMPTS;
+        p.outcome = PLAN_OUTCOME_LIMIT;
+        p.limit_used = s->result_failures;
+        p.limit_max = max_results;
         goto out;
     }
     if (s->last_final) {
@@ -253,6 +321,7 @@ const char *plan_action_str(enum plan_action a)
     case PLAN_MODEL_REQUEST: return "model_request";
     case PLAN_MODEL_CALL: return "model_call";
     case PLAN_FINISH: return "finish";
+    case PLAN_RESULT_INVALID: return "result_invalid";
     }
     return "?";
 }

@@ -16,6 +16,8 @@
 #include "policy/policy.h"
 #include "runner/replay.h"
 
+#include <cJSON.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +33,8 @@ enum plan_action {
     PLAN_MODEL_REQUEST,     /* journal model_request */
     PLAN_MODEL_CALL,        /* call the model, journal model_response */
     PLAN_FINISH,            /* journal turn_finished(outcome) */
+    PLAN_RESULT_INVALID,    /* journal result_invalid{attempt, problem, message}: the final
+                             * answer failed spec.result.schema; the model is told */
 };
 
 struct plan_input {
@@ -40,6 +44,8 @@ struct plan_input {
     int64_t now_ms;                /* Unix ms, for the wall-time limit */
     int64_t session_start_ms;      /* 0 = the first journaled event's time */
     int max_bad_responses;         /* malformed/empty responses in a row before giving up; 0 = 3 */
+    const cJSON *result_schema;    /* spec.result.schema (checked), or NULL: free text */
+    int64_t max_result_attempts;   /* answers checked per turn; 0 = 3 */
 };
 
 struct plan {
@@ -54,11 +60,18 @@ struct plan {
     char approval_id[20];            /* REQUEST/WAIT_APPROVAL */
     char *summary;                   /* REQUEST_APPROVAL: e.g. the command; owned */
     enum policy_limit limit;         /* LIMIT */
+    const char *limit_name;          /* LIMIT: a limit policy/ does not know
+                                      * ("maxResultAttempts"), or NULL; static */
     int64_t limit_used, limit_max;
     const char *outcome;             /* FINISH / LIMIT / approvals: static string */
     char *reason;                    /* FINISH: detail, or NULL; owned */
     char *message;                   /* FINISH: why, for people (status, Events), or NULL; owned */
+    cJSON *result;                   /* FINISH completed with a schema: the valid answer; owned */
+    int64_t attempt;                 /* RESULT_INVALID: which answer (1, 2, ...) */
+    /* RESULT_INVALID: output = what the model is told, reason = the problem */
 };
+
+#define PLAN_LIMIT_RESULT_ATTEMPTS "maxResultAttempts"
 
 /* Outcomes journaled in turn_finished{outcome}. */
 #define PLAN_OUTCOME_COMPLETED JOURNAL_OUTCOME_COMPLETED

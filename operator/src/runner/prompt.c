@@ -37,8 +37,17 @@ char *prompt_system(const struct prompt_input *in)
     }
     if (in->trusted && *in->trusted)
         buf_puts(&b, in->trusted);
-    buf_puts(&b, "When the objective is met, answer with a short summary of what you did and "
-                 "where the results are (no tool call).\n");
+    if (in->result_schema && *in->result_schema)
+        buf_printf(&b,
+                   "When the objective is met, give your final answer (no tool call) as exactly "
+                   "one JSON value that matches this JSON Schema, and nothing else: no prose, "
+                   "no Markdown. It is checked; if it does not match you are told what is wrong "
+                   "and may answer again, a limited number of times.\n"
+                   "Result schema: %s\n",
+                   in->result_schema);
+    else
+        buf_puts(&b, "When the objective is met, answer with a short summary of what you did "
+                     "and where the results are (no tool call).\n");
     if (in->memory && *in->memory) {
         size_t n = strlen(in->memory);
         buf_puts(&b, "\n## Memory (simple.md)\n");

@@ -33,6 +33,8 @@ struct prompt_input {
     bool memory_missing;
     bool skills_missing;
     const char *trusted;           /* about the trusted tools (runner/trusted), or NULL */
+    const char *result_schema;     /* spec.result.schema as compact JSON, or NULL: the
+                                    * final answer is then one JSON value matching it */
 };
 
 /* The system prompt (newly allocated). The memory text is cut to

@@ -56,6 +56,7 @@ void replay_state_done(struct replay_state *s)
     free(s->final_text);
     free(s->limit_name);
     free(s->last_problem);
+    free(s->result_problem);
     for (size_t i = 0; i < s->ndecided; i++) {
         free(s->decided_ids[i]);
         free(s->decided_reasons[i]);
@@ -271,6 +272,22 @@ int replay_apply(struct replay_state *s, const struct replay_event *ev, struct t
              * turn (a message, a retry) asks the model afresh */
             s->consecutive_bad = 0;
         }
+    } else if (strcmp(t, "result_invalid") == 0) {
+        s->result_failures++;
+        free(s->result_problem);
+        s->result_problem = bounded(dstr(d, "problem"), TERN_JOURNAL_MAX_REASON);
+        /* what the model was told is a user message of the conversation */
+        const char *text = dstr(d, "message");
+        if (text) {
+            if (all_answered(s)) {
+                chat_conv_add(&s->conv, CHAT_USER, text);
+            } else {
+                s->deferred = xreallocarray(s->deferred, s->ndeferred + 1, sizeof *s->deferred);
+                s->deferred[s->ndeferred++] = xstrdup(text);
+            }
+        }
+        s->last_final = false;
+        s->last_refusal = false;
     } else if (strcmp(t, "model_request") == 0) {
         s->request_open = true;
     } else if (strcmp(t, "model_response") == 0) {
@@ -341,6 +358,13 @@ int replay_apply(struct replay_state *s, const struct replay_event *ev, struct t
             free(s->outcome);
             const char *o = dstr(d, "outcome");
             s->outcome = xstrdup(o ? o : "");
+            /* maxResultAttempts counts the invalid answers since the
+             * last accepted one (like the other limits, over turns) */
+            if (o && strcmp(o, "completed") == 0) {
+                s->result_failures = 0;
+                free(s->result_problem);
+                s->result_problem = NULL;
+            }
         }
     }
     return 0;

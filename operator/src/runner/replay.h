@@ -25,9 +25,14 @@
  *   approval_decided   {"id", "decision": "approve"|"deny", "by", "reason"}
  *                       (reason: the approver's words, told to the model on a
  *                       denial, at most TERN_APPROVAL_MAX_REASON bytes)
+ *   result_invalid     {"attempt", "problem", "message"} (a final answer that
+ *                       is not valid against spec.result.schema: problem is
+ *                       the parse error or the validator's errors, message
+ *                       what the model is told; message enters the
+ *                       conversation as a user message)
  *   limit_reached      {"limit", "used", "max"}
  *   turn_finished      {"outcome", "reason", "message", "limit", "used", "max",
- *                       "summary", "artifacts"}
+ *                       "summary", "artifacts", "result", "resultRef"}
  *
  * Ownership: struct replay_state owns everything in it (replay_state_done).
  */
@@ -103,6 +108,9 @@ struct replay_state {
     char *last_problem;     /* problem of the latest malformed/empty response */
     int64_t first_time_ms;  /* Unix ms of the first event with a time, 0 if none */
     char *final_text;       /* its content (the turn's answer), or NULL */
+    int64_t result_failures;/* result_invalid events since the last turn_finished
+                             * "completed" (answers that failed spec.result.schema) */
+    char *result_problem;   /* the latest one's data.problem (bounded), or NULL */
 
     /* user messages that arrived while tool calls were unanswered: they
      * enter the conversation after the last tool result */

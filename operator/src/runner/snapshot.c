@@ -89,6 +89,8 @@ cJSON *snapshot_encode(const struct replay_state *s)
     add_opt_string(o, "outcome", s->outcome);
     json_add_int64(o, "modelSteps", s->model_steps);
     json_add_int64(o, "consecutiveBad", s->consecutive_bad);
+    json_add_int64(o, "resultFailures", s->result_failures);
+    add_opt_string(o, "resultProblem", s->result_problem);
     cJSON *calls = cJSON_AddArrayToObject(o, "calls");
     for (size_t i = 0; i < s->ncalls; i++) {
         const struct replay_call *c = &s->calls[i];
@@ -265,6 +267,12 @@ int snapshot_decode(const cJSON *state, uint64_t seq, struct replay_state *ret,
     s.outcome = get_str(&d, state, "outcome", true);
     s.model_steps = get_i64(&d, state, "modelSteps");
     s.consecutive_bad = get_i64(&d, state, "consecutiveBad");
+    /* spec.result.schema's counter: absent in snapshots written before it
+     * (0 then, as it was) */
+    if (json_get(state, "resultFailures"))
+        s.result_failures = get_i64(&d, state, "resultFailures");
+    if (json_get(state, "resultProblem"))
+        s.result_problem = get_str(&d, state, "resultProblem", true);
     const cJSON *calls = get_array(&d, state, "calls");
     size_t n = calls ? (size_t)cJSON_GetArraySize(calls) : 0;
     s.calls = n ? xcalloc(n, sizeof *s.calls) : NULL;

@@ -14,6 +14,8 @@
  *   tool_call       tool_call journaled, sandboxd not called yet
  *   tool_result     sandboxd answered, tool_result not journaled yet
  *   model_response  the model answered, model_response not journaled yet
+ *   result_invalid  an answer that failed spec.result.schema journaled
+ *                   (result_invalid), the next model_request not yet
  *
  * (TERN_TEST_CRASH_AFTER_APPENDS=N, in runner/config.h, is the other hook:
  * a SIGKILL right after the Nth committed append.)

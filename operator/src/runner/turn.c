@@ -20,11 +20,14 @@
 #include "runner/trusted.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#define RESULT_FILE "output/result.json" /* a valid result too large for the status */
 
 struct turn {
     const struct runner_config *cfg;
@@ -333,12 +336,15 @@ static int build_prompt(struct turn *t, struct tern_err *err)
         .ntools = t->ndefs,
         .trusted = trusted_prompt(t->tr),
     };
+    char *schema = sp->result_schema ? json_print(sp->result_schema) : NULL;
+    in.result_schema = schema;
     int rc = read_prompt_parts(t, &in, err);
     if (rc == 0) {
         t->system_prompt = prompt_system(&in);
         t->first_user = prompt_first_user(&in);
     }
     free((char *)in.memory);
+    free(schema);
     for (size_t i = 0; i < in.nskills; i++)
         free((char *)in.skills[i]);
     free((char **)in.skills);
@@ -683,6 +689,68 @@ static void add_artifacts(struct turn *t, cJSON *d)
     sbx_result_done(&r);
 }
 
+/* The valid answer of a session with spec.result.schema: data.result when
+ * its compact JSON is at most TERN_RESULT_MAX_VALUE bytes, else written to
+ * output/result.json through sandboxd (under the key <uid>/result/<turn>:
+ * a runner restarted before turn_finished writes the same bytes again) and
+ * data.resultRef {path, size, sha256}. A sandboxd that cannot be reached
+ * or is busy is retryable; one that refuses the write turns d into an
+ * error end (outcome error, reason result_not_written, message why). */
+static int add_result(struct turn *t, const cJSON *value, cJSON *d, struct tern_err *err)
+{
+    char *text = json_print(value);
+    size_t n = strlen(text);
+    if (n <= TERN_RESULT_MAX_VALUE) {
+        free(text);
+        cJSON_AddItemToObject(d, "result", json_dup(value));
+        return 0;
+    }
+    struct policy_args a = {.tool = POLICY_WRITE, .path = (char *)RESULT_FILE, .content = text,
+                            .offset = -1, .limit = -1, .timeout_ms = -1, .depth = -1};
+    char *key = xasprintf("%s/result/%lld", t->cfg->uid, (long long)t->cfg->turn);
+    struct sbx_result r = {0};
+    int64_t s0 = mono_ms();
+    int rc = sbx_call(t->sbx, key, &a, POLICY_FILE_TIMEOUT_MS, &r, err);
+    t->st.tool_ms += mono_ms() - s0;
+    free(key);
+    if (rc) {
+        set_class(t, "SandboxUnreachable");
+        rc = err_wrap(err, rc, "sandboxd: writing %s", RESULT_FILE);
+    } else if (r.http_status == 409 || r.http_status == 429 || r.http_status >= 500) {
+        set_class(t, r.http_status == 409 ? "SandboxBusy" : "SandboxUnreachable");
+        rc = err_set(err, TERN_EHTTP, "sandboxd: writing %s: HTTP %ld", RESULT_FILE,
+                     r.http_status);
+    } else if (r.http_status < 200 || r.http_status > 299) {
+        /* the answer was valid but cannot be kept: the turn ends in an
+         * error that says so (status, Event), the answer stays journaled */
+        char *said = plan_bounded(r.body ? r.body : "", TERN_RUNNER_MAX_DETAIL);
+        char *msg = xasprintf("the valid result (%zu bytes) could not be written to %s: "
+                              "sandboxd answered HTTP %ld: %s",
+                              n, RESULT_FILE, r.http_status, said);
+        free(said);
+        cJSON_DeleteItemFromObject(d, "outcome");
+        cJSON_DeleteItemFromObject(d, "message");
+        json_add_string(d, "outcome", PLAN_OUTCOME_ERROR);
+        json_add_string(d, "reason", "result_not_written");
+        json_add_string(d, "message", msg);
+        free(msg);
+    } else {
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int mdlen = 0;
+        char hex[2 * EVP_MAX_MD_SIZE + 1];
+        EVP_Digest(text, n, md, &mdlen, EVP_sha256(), NULL);
+        for (unsigned i = 0; i < mdlen; i++)
+            snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        cJSON *ref = cJSON_AddObjectToObject(d, "resultRef");
+        json_add_string(ref, "path", RESULT_FILE);
+        json_add_int64(ref, "size", (int64_t)n);
+        json_add_string(ref, "sha256", hex);
+    }
+    sbx_result_done(&r);
+    free(text);
+    return rc;
+}
+
 static int perform(struct turn *t, struct plan *p, struct tern_err *err)
 {
     cJSON *d;
@@ -735,9 +803,18 @@ static int perform(struct turn *t, struct plan *p, struct tern_err *err)
         free(key);
         return rc;
     case PLAN_TOOL_EXECUTE: return do_tool_execute(t, p, err);
+    case PLAN_RESULT_INVALID:
+        d = obj();
+        json_add_int64(d, "attempt", p->attempt);
+        json_add_string(d, "problem", p->reason);
+        json_add_string(d, "message", p->output);
+        rc = append(t, "result_invalid", NULL, d, err);
+        if (rc == 0)
+            testhook_at("result_invalid");
+        return rc;
     case PLAN_LIMIT:
         d = obj();
-        json_add_string(d, "limit", policy_limit_name(p->limit));
+        json_add_string(d, "limit", p->limit_name ? p->limit_name : policy_limit_name(p->limit));
         json_add_int64(d, "used", p->limit_used);
         json_add_int64(d, "max", p->limit_max);
         return append(t, "limit_reached", NULL, d, err);
@@ -755,7 +832,11 @@ static int perform(struct turn *t, struct plan *p, struct tern_err *err)
         }
         if (t->s.final_text && strcmp(p->outcome, PLAN_OUTCOME_ERROR) != 0)
             json_add_string(d, "summary", t->s.final_text);
-        if (strcmp(p->outcome, PLAN_OUTCOME_COMPLETED) == 0)
+        if (p->result && (rc = add_result(t, p->result, d, err))) {
+            cJSON_Delete(d);
+            return rc;
+        }
+        if (strcmp(cJSON_GetStringValue(json_get(d, "outcome")), PLAN_OUTCOME_COMPLETED) == 0)
             add_artifacts(t, d);
         return append(t, "turn_finished", NULL, d, err);
     }
@@ -876,7 +957,9 @@ int turn_run(const struct runner_config *cfg, atomic_bool *stop, struct turn_sta
             goto out;
         struct plan p;
         struct plan_input in = {.uid = cfg->uid, .turn = cfg->turn, .policy = &t.pc,
-                                .now_ms = wall_ms()};
+                                .now_ms = wall_ms(),
+                                .result_schema = cfg->spec.result_schema,
+                                .max_result_attempts = cfg->spec.max_result_attempts};
         plan_next(&t.s, &in, &p);
         if (p.action == PLAN_DONE) {
             plan_done(&p);

@@ -5,6 +5,7 @@
 #include "base/glob.h"
 #include "base/mem.h"
 #include "base/num.h"
+#include "json/jschema.h"
 #include "json/json.h"
 #include "spec/template.h"
 
@@ -901,7 +902,7 @@ static int parse_limits(const cJSON *spec, struct session_spec *s, struct tern_e
 {
     static const char *const fields[] = {
         "timeoutSeconds",  "maxModelTurns", "maxToolCalls", "maxTokens",
-        "maxCostMicroUSD", "cpu",           "memory",       NULL};
+        "maxCostMicroUSD", "cpu",           "memory",       "maxResultAttempts", NULL};
     const cJSON *l = NULL;
     char path[PATH_MAX_LEN];
     int r = get_object(spec, "spec", "limits", JSON_OPTIONAL, fields, &l, path, err);
@@ -917,6 +918,8 @@ static int parse_limits(const cJSON *spec, struct session_spec *s, struct tern_e
                      &s->limits.max_tokens, err)) ||
         (r = get_int(l, path, "maxCostMicroUSD", JSON_OPTIONAL, 0, SESSION_MAX_COST_MICRO_USD,
                      &s->limits.max_cost_micro_usd, err)) ||
+        (r = get_int(l, path, "maxResultAttempts", JSON_OPTIONAL, 1, TERN_RESULT_MAX_ATTEMPTS,
+                     &s->limits.max_result_attempts, err)) ||
         (r = get_quantity(l, path, "cpu", &s->limits.cpu, err)) ||
         (r = get_quantity(l, path, "memory", &s->limits.memory, err)))
         return r;
@@ -1074,6 +1077,25 @@ static int parse_metadata(const cJSON *obj, struct session_spec *s, struct tern_
     return 0;
 }
 
+/* spec.result: {schema}, the schema checked by json/jschema (the runner's
+ * own check, so the operator refuses what the runner would). */
+static int parse_result(const cJSON *spec, struct session_spec *s, struct tern_err *err)
+{
+    static const char *const fields[] = {"schema", NULL};
+    const cJSON *o = NULL, *sch = NULL;
+    char path[PATH_MAX_LEN];
+    int r = get_object(spec, "spec", "result", JSON_OPTIONAL, fields, &o, path, err);
+    if (r || !o)
+        return r;
+    if ((r = json_get_object(o, path, "schema", JSON_OPTIONAL, &sch, err)) || !sch)
+        return r;
+    struct tern_err e = {0};
+    if ((r = jschema_check(sch, &e)))
+        return err_set(err, TERN_EINVALID, "%s.schema: %s", path, e.msg);
+    s->result_schema = json_dup(sch);
+    return 0;
+}
+
 static void set_defaults(struct session_spec *s)
 {
     static const char *const writable[] = SESSION_DEFAULT_WRITABLE;
@@ -1087,6 +1109,7 @@ static void set_defaults(struct session_spec *s)
     s->limits.max_tool_calls = SESSION_DEFAULT_MAX_TOOL_CALLS;
     s->limits.max_tokens = SESSION_DEFAULT_MAX_TOKENS;
     s->limits.max_cost_micro_usd = SESSION_DEFAULT_MAX_COST_MICRO_USD;
+    s->limits.max_result_attempts = SESSION_DEFAULT_MAX_RESULT_ATTEMPTS;
     if (quantity_parse(SESSION_DEFAULT_CPU, &s->limits.cpu) ||
         quantity_parse(SESSION_DEFAULT_MEMORY, &s->limits.memory) ||
         quantity_parse(SESSION_DEFAULT_WORKSPACE_SIZE, &s->sandbox.workspace_size))
@@ -1104,7 +1127,7 @@ static int parse_one(const cJSON *obj, struct session_spec **ret, struct tern_er
     static const char *const spec_fields[] = {
         "objective", "identity", "context", "skills",   "memory",  "messages", "permissions",
         "tools",     "limits",   "model",   "sandbox",  "approval", "suspend", "forkFrom",
-        "ttlSecondsAfterFinished", NULL};
+        "ttlSecondsAfterFinished", "result", NULL};
     static const char *const identity_fields[] = {"serviceAccountName", NULL};
     static const char *const memory_fields[] = {"configMapRef", NULL};
     struct session_spec *s = xcalloc(1, sizeof *s);
@@ -1164,6 +1187,8 @@ static int parse_one(const cJSON *obj, struct session_spec **ret, struct tern_er
         (r = parse_model(spec, s, err)) || (r = parse_sandbox(spec, s, err)) ||
         (r = parse_approval(spec, s, err)))
         goto out;
+    if ((r = parse_result(spec, s, err)))
+        goto out;
     if ((r = json_get_bool(spec, "spec", "suspend", JSON_OPTIONAL, &s->suspend, err)))
         goto out;
     if ((r = json_get_int_range(spec, "spec", "ttlSecondsAfterFinished", JSON_OPTIONAL, 0,
@@ -1210,6 +1235,7 @@ void session_spec_free(struct session_spec *s)
     free(s->namespace);
     free(s->uid);
     free(s->objective);
+    cJSON_Delete(s->result_schema);
     free(s->service_account);
     free(s->context.text);
     free_list(s->context.files, s->context.nfiles);

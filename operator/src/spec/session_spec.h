@@ -28,6 +28,7 @@
 #define SESSION_DEFAULT_MAX_TOOL_CALLS       200
 #define SESSION_DEFAULT_MAX_TOKENS           2000000
 #define SESSION_DEFAULT_MAX_COST_MICRO_USD   0 /* 0 = no cost limit */
+#define SESSION_DEFAULT_MAX_RESULT_ATTEMPTS  3 /* answers checked against spec.result.schema */
 #define SESSION_DEFAULT_CPU                  "1"
 #define SESSION_DEFAULT_MEMORY               "1Gi"
 #define SESSION_DEFAULT_MODEL                "gpt-5.6-mini"
@@ -190,6 +191,7 @@ struct session_spec {
         int64_t max_tool_calls;
         int64_t max_tokens;
         int64_t max_cost_micro_usd; /* 0 = no limit */
+        int64_t max_result_attempts; /* 1..TERN_RESULT_MAX_ATTEMPTS */
         struct quantity cpu;
         struct quantity memory;
     } limits;
@@ -213,6 +215,10 @@ struct session_spec {
         int64_t timeout_seconds;
         enum session_on_timeout on_timeout;
     } approval;
+
+    /* spec.result.schema: the final answer's JSON Schema (json/jschema's
+     * subset, checked), a copy owned by the struct; NULL = a free-text answer */
+    cJSON *result_schema;
 
     bool suspend;
     /* spec.ttlSecondsAfterFinished: a finished session (Succeeded or Failed,

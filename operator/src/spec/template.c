@@ -18,7 +18,7 @@ static const char defaults_json[] =
     "{\"permissions\":{\"tools\":[\"exec_command\",\"read_file\",\"write_file\",\"list_files\"],"
     "\"writablePaths\":[\"working/**\",\"output/**\"],\"networkAllowlist\":[]},"
     "\"limits\":{\"timeoutSeconds\":3600,\"maxModelTurns\":50,\"maxToolCalls\":200,"
-    "\"maxTokens\":2000000,\"maxCostMicroUSD\":0,\"cpu\":\"1\",\"memory\":\"1Gi\"},"
+    "\"maxTokens\":2000000,\"maxCostMicroUSD\":0,\"maxResultAttempts\":3,\"cpu\":\"1\",\"memory\":\"1Gi\"},"
     "\"model\":{\"name\":\"gpt-5.6-mini\",\"baseURL\":\"https://api.openai.com/v1\"},"
     "\"sandbox\":{\"workspace\":{\"size\":\"5Gi\"},\"idleSuspendSeconds\":600},"
     "\"approval\":{\"timeoutSeconds\":86400,\"onTimeout\":\"Deny\"},"
