@@ -5,8 +5,9 @@ reaches its own journal and nothing else. Escape attempts from the host and
 from pods: without a certificate nothing connects; with a runner's
 certificate and session A's credentials, session B's journal and lock
 cannot be read, appended to or deleted, and no user or role can be
-changed. A deleted session's user is gone; a rotated runner certificate
-reaches the next turn.
+changed. A deleted session's user is gone, a parked one (no pod, no Job)
+has none until its next turn; a rotated runner certificate reaches the
+next turn.
 
 Run: /usr/bin/python3 tests/integration/test_journal_door.py [name-substring]
 """
@@ -269,6 +270,33 @@ def main():
             eq(phase(s), "Succeeded", "the next turn ran with the new certificate")
             eq(secret_files(t, "sb")["tls.crt"], new, "the Secret holds the new certificate")
 
+        def parked_session_holds_no_user():
+            # a session whose sandbox pod was given up (idle suspend) has no
+            # etcd user, and the old password opens nothing; approving
+            # brings the user back for the turn, which runs to the end
+            t.kubectl("apply", "-f", "-", input=e2e.manifest(t, "sp", idle=2))
+            e2e.waiting(t, "sp")
+            uid = t.session("sp")["metadata"]["uid"]
+            files = secret_files(t, "sp")
+
+            def users():
+                return t.journal.call("/v3/auth/user/list", {}).get("users", [])
+            wait_for("sp's sandbox pod given up", lambda: t.kubectl(
+                "get", "pod", "sp-sandbox", "--ignore-not-found", "-o", "name").strip() == "",
+                120, interval=0.5)
+            wait_for("sp's etcd user removed while parked",
+                     lambda: "tern-s-" + uid not in users(), 60, interval=0.3)
+            eq("tern-s-" + uid_b in users(), True, "a session with its pod keeps its user")
+            try:
+                as_runner(t, files, os.path.join(work, "sp"))
+                raise AssertionError("a parked session's password logs in")
+            except urllib.error.HTTPError as e:
+                contains(e.read().decode(), "authentication failed", "login refused")
+            t.tern("approve", "sp")
+            s = e2e.completed(t, "sp")
+            eq(phase(s), "Succeeded", "the turn after the wake ran (its runner logged in)")
+            eq(secret_files(t, "sp")["password"], files["password"], "the Secret's password kept")
+
         for name, fn in [
             ("no_certificate_no_connection", no_certificate_no_connection),
             ("certificate_without_user_is_refused", certificate_without_user_is_refused),
@@ -278,6 +306,7 @@ def main():
             ("deleted_session_loses_its_user", deleted_session_loses_its_user),
             ("rotated_runner_certificate_reaches_the_next_turn",
              rotated_runner_certificate_reaches_the_next_turn),
+            ("parked_session_holds_no_user", parked_session_holds_no_user),
         ]:
             if only and not any(o in name for o in only):
                 continue

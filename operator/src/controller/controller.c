@@ -447,6 +447,32 @@ static bool owned_has(struct controller *c, enum watched w, const char *uid, con
     return s.found;
 }
 
+/* The session's journal user and the Secret its runners mount
+ * (controller/jaccess.h): made before a turn Job is created, kept while
+ * one runs or the sandbox pod is there (a turn may follow at once), and
+ * removed while the session is parked (no Job, no pod, none about to be
+ * made), so parked sessions cost etcd's auth nothing. */
+static int journal_door(struct controller *c, struct kclient *kc, const struct session_spec *spec,
+                        const char *name, const char *uid, bool busy,
+                        const struct reconcile_output *out, struct tern_err *err)
+{
+    bool needed = busy;
+    for (size_t i = 0; i < out->nactions && !needed; i++) {
+        const struct reconcile_action *a = &out->actions[i];
+        needed = a->kind == RA_CREATE && a->resource &&
+                 (!strcmp(a->resource, "batch/v1/jobs") || !strcmp(a->resource, "v1/pods"));
+    }
+    if (!needed)
+        return jaccess_park(c->cfg.jaccess, uid, err);
+    char *jn = children_name(name, "journal");
+    cJSON *js = NULL;
+    owned_has(c, W_SECRETS, uid, jn, &js);
+    free(jn);
+    int r = jaccess_ensure(c->cfg.jaccess, kc, spec, js, err);
+    cJSON_Delete(js);
+    return r;
+}
+
 static int find_latest_job(void *ctx, const cJSON *obj)
 {
     struct owned_scan *s = ctx;
@@ -1267,18 +1293,6 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
                 observe_job(copy_job, &in.copy_job);
             free(cj);
         }
-        if (c->cfg.jaccess) {
-            /* before any turn Job can need it: the session's journal user
-             * and the Secret its runners mount */
-            char *jn = children_name(name, "journal");
-            cJSON *js = NULL;
-            owned_has(c, W_SECRETS, uid, jn, &js);
-            free(jn);
-            r = jaccess_ensure(c->cfg.jaccess, kc, spec, js, err);
-            cJSON_Delete(js);
-            if (r)
-                goto done;
-        }
         prices_lookup(c->prices, kc, in.spec->model.name, &price_json, &in.price_table,
                       &price_error);
         in.price_json = price_json;
@@ -1313,6 +1327,9 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
             reconcile_decide(&in, &out);
         }
         keep_template(&in, &out);
+        if (c->cfg.jaccess &&
+            (r = journal_door(c, kc, spec, name, uid, job_active || in.pod.exists, &out, err)))
+            goto done;
         r = apply(c, kc, session, j, &out, err);
         if (bs.obs.others_waiting) {
             bool parked = false;

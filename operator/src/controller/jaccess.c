@@ -33,6 +33,7 @@ struct jaccess {
      * generation of the runner material its Secret was last checked against
      * (as a pointer: gen + 1) */
     struct kmap *verified;
+    struct kmap *parked; /* uids whose user was removed by jaccess_park since start */
     uintptr_t gen; /* bumped when a re-read file's content changed */
 };
 
@@ -92,6 +93,7 @@ int jaccess_new(const struct jaccess_config *cfg, struct jaccess **ret, struct t
     a->cert.path = xstrdup(cfg->runner_cert_file);
     a->key.path = xstrdup(cfg->runner_key_file);
     a->verified = kmap_new();
+    a->parked = kmap_new();
     int r = refresh(&a->ca, &a->gen, err);
     if (!r)
         r = refresh(&a->cert, &a->gen, err);
@@ -113,6 +115,7 @@ void jaccess_free(struct jaccess *a)
     pem_done(&a->cert);
     pem_done(&a->key);
     kmap_free(a->verified);
+    kmap_free(a->parked);
     pthread_mutex_destroy(&a->mu);
     free(a);
 }
@@ -213,6 +216,7 @@ int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_s
     uintptr_t gen = a->gen;
     bool verified = kmap_has(a->verified, s->uid);
     bool current = verified && (uintptr_t)kmap_get(a->verified, s->uid) == gen + 1;
+    kmap_del(a->parked, s->uid); /* a runner needs it again: the user comes back below */
     pthread_mutex_unlock(&a->mu);
     if (r)
         goto out;
@@ -316,6 +320,24 @@ int jaccess_revoke(struct jaccess *a, const char *uid, struct tern_err *err)
     if (r == 0) {
         pthread_mutex_lock(&a->mu);
         kmap_del(a->verified, uid);
+        kmap_del(a->parked, uid);
+        pthread_mutex_unlock(&a->mu);
+    }
+    return r;
+}
+
+int jaccess_park(struct jaccess *a, const char *uid, struct tern_err *err)
+{
+    pthread_mutex_lock(&a->mu);
+    bool parked = kmap_has(a->parked, uid);
+    pthread_mutex_unlock(&a->mu);
+    if (parked)
+        return 0;
+    int r = journal_access_revoke(a->admin, uid, err);
+    if (r == 0) {
+        pthread_mutex_lock(&a->mu);
+        kmap_del(a->verified, uid);
+        kmap_put(a->parked, uid, (void *)1);
         pthread_mutex_unlock(&a->mu);
     }
     return r;

@@ -13,7 +13,8 @@
  * The runner certificate is read from the operator's files whenever they
  * change, and a Secret holding an older one is patched, so a rotated
  * certificate reaches the next turn of every session. On deletion the user
- * and role go with the journal.
+ * and role go with the journal; while a session is parked it has neither
+ * (jaccess_park).
  *
  * Thread-safe: reconcile workers call it concurrently.
  */
@@ -55,6 +56,17 @@ cJSON *jaccess_secret(const struct session_spec *s, const char *password, const 
  * not observed yet: retry). */
 int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_spec *s,
                    const cJSON *secret, struct tern_err *err);
+
+/* A parked session (no turn Job, none about to start, no sandbox pod):
+ * its user and role are removed; the Secret stays, and jaccess_ensure
+ * makes the user again with its password when a turn needs it. etcd
+ * rebuilds its permission cache over every user on each change of any
+ * user or role, so users of parked sessions made every grant cost more as
+ * sessions accumulated (quadratic: 10,000 parked sessions took most of an
+ * hour to start); parked ones now hold none, and a leaked Secret of a
+ * parked session opens nothing. Once per uid in this process until
+ * jaccess_ensure is called for it again. Returns 0 or etcd's error. */
+int jaccess_park(struct jaccess *a, const char *uid, struct tern_err *err);
 
 /* Removes the session's user and role. Returns 0 or etcd's error. */
 int jaccess_revoke(struct jaccess *a, const char *uid, struct tern_err *err);
