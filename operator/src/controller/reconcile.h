@@ -88,6 +88,9 @@ struct observed_journal {
     int64_t model_turns, tool_calls, prompt_tokens, completion_tokens, cost_micro_usd;
     const char *result_summary;   /* last final answer */
     const cJSON *result_artifacts; /* array of strings, or NULL */
+    int64_t result_turn;          /* the turn of that answer */
+    const cJSON *persisted;       /* the last artifacts_persisted data, or NULL */
+    const char *persist_request;  /* the last request it served, or NULL */
     /* why the last turn ended (turn_finished data): */
     const char *reason;           /* "maxTokens", "model_error", "JobFailed", ... or NULL */
     const char *message;          /* for people, or NULL */
@@ -125,6 +128,7 @@ struct reconcile_input {
     bool deleting;
     bool has_finalizer;
     const char *ann_approve, *ann_deny, *ann_decided_by, *ann_reason, *ann_fork, *ann_retry;
+    const char *ann_persist;         /* tern.dev/persist-artifacts, or NULL */
     bool retain_journal;
     const struct session_spec *spec; /* NULL when the spec is invalid */
     const char *invalid;             /* the validation message when spec is NULL */
@@ -178,6 +182,9 @@ enum reconcile_action_kind {
     RA_CREATE,              /* resource ("v1/pods"), object */
     RA_DELETE,              /* resource, name */
     RA_EVENT,               /* event_type, reason, note, after_status */
+    RA_PERSIST_ARTIFACTS,   /* turn, key (the request or NULL), name (sandboxd "ip:port"),
+                             * data {"retain", "ttlSeconds"}: copy output/ into the artifact
+                             * store, then journal artifacts_persisted (controller/artifacts.h) */
 };
 
 struct reconcile_action {

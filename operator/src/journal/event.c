@@ -31,6 +31,7 @@ static const char *const type_names[] = {
     [JOURNAL_EV_ERROR] = "error",
     [JOURNAL_EV_SNAPSHOT] = "snapshot",
     [JOURNAL_EV_RETRY] = "retry",
+    [JOURNAL_EV_ARTIFACTS_PERSISTED] = "artifacts_persisted",
 };
 #define NTYPES (sizeof type_names / sizeof type_names[0])
 

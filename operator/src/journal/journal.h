@@ -85,6 +85,8 @@ enum journal_type {
     JOURNAL_EV_ERROR,
     JOURNAL_EV_SNAPSHOT, /* compaction: data {"upto", "summary", "state"} */
     JOURNAL_EV_RETRY,    /* the operator continues a failed session: data {"reason", ...} */
+    JOURNAL_EV_ARTIFACTS_PERSISTED, /* the operator stored output/: data {"turn", "request",
+                                     * "configMap", "artifacts", "error"} (docs/operator.md) */
 };
 
 /* "user_message" ... for a known type, NULL for UNKNOWN. */
@@ -151,6 +153,9 @@ struct journal_summary {
     char *result;           /* the last final answer (turn_finished data.summary
                              * with outcome "completed"), or NULL */
     cJSON *artifacts;       /* its data.artifacts (array of strings), or NULL */
+    int64_t result_turn;    /* the turn of that answer, 0 before any */
+    cJSON *persisted;       /* the last artifacts_persisted data, or NULL */
+    char *persist_request;  /* the last such event's data.request, or NULL */
     /* why the last turn ended (turn_finished data; cleared by turn_started): */
     char *reason;           /* data.reason, or NULL */
     char *message;          /* data.message, at most TERN_JOURNAL_MAX_REASON bytes */
@@ -178,7 +183,9 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
  * that turn); turn_started -> outcome, reason, message and limit cleared,
  * intent = false; turn_finished -> intent = false, outcome = data.outcome, reason/message/
  * limit/used/max from data (and result/artifacts from data.summary and
- * data.artifacts when the outcome is completed); model_request -> the first
+ * data.artifacts when the outcome is completed, result_turn = its turn);
+ * artifacts_persisted -> persisted = data, persist_request = data.request
+ * when present; model_request -> the first
  * one's time; good_seq follows every event except a failure's tail;
  * snapshot -> s replaced by data.summary. Returns 0, or
  * TERN_EINVALID if ev.seq is not s->last_seq + 1 (a gap or a repeat; the

@@ -35,6 +35,8 @@ void journal_summary_done(struct journal_summary *s)
     free(s->last_decided);
     free(s->result);
     cJSON_Delete(s->artifacts);
+    cJSON_Delete(s->persisted);
+    free(s->persist_request);
     free(s->reason);
     free(s->message);
     free(s->limit);
@@ -59,6 +61,8 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
     dst->last_decided = sdup(src->last_decided);
     dst->result = sdup(src->result);
     dst->artifacts = src->artifacts ? json_dup(src->artifacts) : NULL;
+    dst->persisted = src->persisted ? json_dup(src->persisted) : NULL;
+    dst->persist_request = sdup(src->persist_request);
     dst->reason = sdup(src->reason);
     dst->message = sdup(src->message);
     dst->limit = sdup(src->limit);
@@ -226,9 +230,16 @@ int journal_summary_apply(struct journal_summary *s, const struct journal_event 
             cJSON_Delete(s->artifacts);
             const cJSON *a = json_get(d, "artifacts");
             s->artifacts = cJSON_IsArray(a) ? json_dup(a) : NULL;
+            s->result_turn = ev->turn;
         }
         break;
     }
+    case JOURNAL_EV_ARTIFACTS_PERSISTED:
+        cJSON_Delete(s->persisted);
+        s->persisted = json_dup(d);
+        if (data_str(d, "request"))
+            set_bounded(&s->persist_request, data_str(d, "request"));
+        break;
     case JOURNAL_EV_SNAPSHOT: {
         const cJSON *sj = json_get(d, "summary");
         if (cJSON_IsObject(sj)) {
@@ -291,6 +302,12 @@ cJSON *journal_summary_to_json(const struct journal_summary *s)
         json_add_string(o, "result", s->result);
     if (s->artifacts)
         cJSON_AddItemToObject(o, "artifacts", json_dup(s->artifacts));
+    if (s->result_turn)
+        json_add_int64(o, "resultTurn", s->result_turn);
+    if (s->persisted)
+        cJSON_AddItemToObject(o, "persisted", json_dup(s->persisted));
+    if (s->persist_request)
+        json_add_string(o, "persistRequest", s->persist_request);
     if (s->reason)
         json_add_string(o, "reason", s->reason);
     if (s->message)
@@ -322,8 +339,13 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
     const cJSON *u = NULL, *p = NULL, *lim = NULL;
     const char *outcome = NULL, *updated = NULL, *last_decided = NULL, *result = NULL;
     const char *reason = NULL, *message = NULL, *first_request = NULL, *lname = NULL;
-    const cJSON *artifacts = NULL;
+    const cJSON *artifacts = NULL, *persisted = NULL;
+    const char *persist_request = NULL;
     if (!cJSON_IsObject(o) ||
+        json_get_int_range(o, "summary", "resultTurn", JSON_OPTIONAL, 0, INT64_MAX,
+                           &s.result_turn, err) ||
+        json_get_object(o, "summary", "persisted", JSON_OPTIONAL, &persisted, err) ||
+        json_get_string(o, "summary", "persistRequest", JSON_OPTIONAL, &persist_request, err) ||
         json_get_string(o, "summary", "reason", JSON_OPTIONAL, &reason, err) ||
         json_get_string(o, "summary", "message", JSON_OPTIONAL, &message, err) ||
         json_get_string(o, "summary", "firstRequest", JSON_OPTIONAL, &first_request, err) ||
@@ -397,6 +419,8 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
     s.last_decided = sdup(last_decided);
     s.result = sdup(result);
     s.artifacts = artifacts ? json_dup(artifacts) : NULL;
+    s.persisted = persisted ? json_dup(persisted) : NULL;
+    s.persist_request = sdup(persist_request);
 out:
     cJSON_Delete(o);
     if (r) {
