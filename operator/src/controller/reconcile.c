@@ -1030,7 +1030,8 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     }
 
     /* --- artifacts (before the next turn changes output/) --------------- */
-    if (persist_wanted && sandbox_ready && !running && !journal_moving) {
+    bool persisting = persist_wanted && sandbox_ready && !running && !journal_moving;
+    if (persisting) {
         struct reconcile_action *a = add(out, RA_PERSIST_ARTIFACTS);
         a->turn = persist_req ? j->turn : j->result_turn;
         a->key = persist_req ? xstrdup(persist_req) : NULL;
@@ -1038,14 +1039,13 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         a->data = cJSON_CreateObject();
         cJSON_AddBoolToObject(a->data, "retain", s->retain_artifacts.set);
         json_add_int64(a->data, "ttlSeconds", s->retain_artifacts.ttl_seconds);
-        journal_moving = true;
     }
 
     /* --- the next turn ------------------------------------------------ */
     int64_t next_turn = j->turn + 1;
     bool job_for_next = in->job.exists && in->job.turn == next_turn;
-    if (want_turn && sandbox_coming && !journal_moving && !job_for_next && !stuck_runner &&
-        !stuck_sandbox) {
+    if (want_turn && sandbox_coming && !journal_moving && !persisting && !job_for_next &&
+        !stuck_runner && !stuck_sandbox) {
         if (!in->refs_checked)
             out->wants_refs = true;
         create(out, "batch/v1/jobs", children_turn_job(s, in->cfg, next_turn, in->price_json));
