@@ -57,6 +57,8 @@ def _ident(ev):
         return (t, ev.get("turn"))
     if t in ("approval_requested", "approval_decided"):
         return (t, d.get("id"))
+    if t == "artifacts_persisted":  # one record per set (docs/operator.md)
+        return (t, ev.get("turn"), d.get("request"))
     return None  # snapshot, error, limit_reached, unknown: not identities
 
 

@@ -665,6 +665,21 @@ static void print_event_json(const cJSON *ev, bool live_shown)
         }
         owned = buf_steal(&ans);
         body = owned;
+    } else if (strcmp(type, "artifacts_persisted") == 0) {
+        int stored = 0, n = 0;
+        const cJSON *a;
+        cJSON_ArrayForEach(a, json_get(d, "artifacts"))
+        {
+            n++;
+            stored += cJSON_IsTrue(json_get(a, "stored"));
+        }
+        if (json_get(d, "error"))
+            buf_printf(&head, "artifacts not persisted: %s: %s",
+                       str_or(json_get(d, "error"), "reason"),
+                       str_or(json_get(d, "error"), "message"));
+        else
+            buf_printf(&head, "artifacts persisted: %d of %d files in ConfigMap %s%s", stored, n,
+                       S("configMap"), *S("request") ? " (asked for)" : "");
     } else if (strcmp(type, "snapshot") == 0) {
         int64_t upto = 0;
         json_item_int64(json_get(d, "upto"), &upto);
