@@ -141,10 +141,11 @@ struct sapi_backend {
                    char **ret_token, struct tern_err *err);
     /* The artifact store's sets of session ns/name (ConfigMaps labelled
      * tern.dev/role=artifacts, tern.dev/session=name, at most
-     * TERN_ARTIFACTS_MAX_SETS, whole): a JSON array owned by the caller.
-     * Also after the session is gone (retained sets). May be NULL. */
-    int (*artifact_sets)(void *ctx, const char *ns, const char *name, cJSON **ret,
-                         struct tern_err *err);
+     * TERN_ARTIFACTS_MAX_SETS, whole), or with configmap only that set
+     * (a fork's journal may name its parent's): a JSON array owned by the
+     * caller. Also after the session is gone (retained sets). May be NULL. */
+    int (*artifact_sets)(void *ctx, const char *ns, const char *name, const char *configmap,
+                         cJSON **ret, struct tern_err *err);
     void *ctx;
 };
 

@@ -1032,7 +1032,8 @@ static void artifacts(struct sapi_conn *c)
             goto out;
         }
     }
-    if (!b->artifact_sets || b->artifact_sets(b->ctx, c->req.ns, c->req.name, &sets, &e)) {
+    if (!b->artifact_sets ||
+        b->artifact_sets(b->ctx, c->req.ns, c->req.name, recorded, &sets, &e)) {
         sapi__status_rc(c, b->artifact_sets ? e.code : TERN_ENOTFOUND, "the artifact store",
                         b->artifact_sets ? e.msg : "no artifact store");
         goto out;

@@ -518,11 +518,28 @@ int sapi_kube_new(const struct sapi_kube_config *cfg, struct sapi_kube **ret,
     return 0;
 }
 
-static int k_artifact_sets(void *ctx, const char *ns, const char *name, cJSON **ret,
-                           struct tern_err *err)
+static int k_artifact_sets(void *ctx, const char *ns, const char *name, const char *configmap,
+                           cJSON **ret, struct tern_err *err)
 {
     struct sapi_kube *k = ctx;
     static const struct kgvr cms = {"", "v1", "configmaps"};
+    if (configmap) {
+        struct kclient *kc = client_get(k);
+        struct kclient_err ke = {0};
+        cJSON *cm = NULL;
+        int rc = kclient_get(kc, &cms, ns, configmap, &cm, &ke);
+        client_put(k, kc);
+        if (rc && rc != TERN_ENOTFOUND)
+            return err_set(err, rc, "reading the artifact store: %s", ke.e.msg);
+        *ret = cJSON_CreateArray();
+        const char *role = str_at(json_get(json_get(cm, "metadata"), "labels"),
+                                  CHILDREN_LABEL_ROLE, NULL);
+        if (cm && role && strcmp(role, ARTSTORE_ROLE) == 0)
+            cJSON_AddItemToArray(*ret, cm);
+        else
+            cJSON_Delete(cm);
+        return 0;
+    }
     char *sel = xasprintf("%s=%s,%s=%s", CHILDREN_LABEL_ROLE, ARTSTORE_ROLE,
                           CHILDREN_LABEL_SESSION, name);
     struct kclient_list_opts o = {.label_selector = sel, .limit = TERN_ARTIFACTS_MAX_SETS};
