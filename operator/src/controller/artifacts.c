@@ -150,7 +150,7 @@ static int read_output(const char *addr, const char *token, size_t max_file, siz
         int64_t size = 0;
         if (f->n >= cap)
             break;
-        if (!cJSON_IsString(p) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "file") != 0 ||
+        if (!cJSON_IsString(p) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "dir") == 0 ||
             strlen(p->valuestring) > TERN_SANDBOX_MAX_PATH)
             continue;
         json_get_int64(e, "entry", "size", JSON_OPTIONAL, &size, NULL);
@@ -159,6 +159,13 @@ static int read_output(const char *addr, const char *token, size_t max_file, siz
         f->paths[i] = xstrdup(p->valuestring);
         af->path = f->paths[i];
         af->len = size > 0 ? (size_t)size : 0;
+        if (strcmp(ty->valuestring, "file") != 0) {
+            /* a symlink (or anything but a regular file) is listed, not followed */
+            af->reason = "NotAFile";
+            f->msgs[i] = xasprintf("a %s, not a regular file: not stored", ty->valuestring);
+            af->message = f->msgs[i];
+            continue;
+        }
         if (af->len > max_file) {
             af->reason = "TooLarge";
             f->msgs[i] = xasprintf("%zu bytes, over the bound of %zu bytes per file", af->len,
