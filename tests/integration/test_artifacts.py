@@ -135,10 +135,12 @@ def main():
             s = persisted(t, "report")
             cond = condition(s, "ArtifactsPersisted")
             eq((cond["status"], cond["reason"]), ("False", "NotAllStored"), "condition: %s" % cond)
-            contains(cond["message"], "output/big.bin", "names the file not stored")
+            contains(cond["message"], "2 of 4 files not stored", "says how many")
             arts = {a["path"]: a for a in s["status"]["result"]["artifacts"]}
-            eq(sorted(arts), ["output/big.bin", "output/report.md", "output/sub/data.bin"],
-               "every file of output/")
+            eq(sorted(arts), ["output/big.bin", "output/link.md", "output/report.md",
+                              "output/sub/data.bin"], "every file of output/")
+            eq((arts["output/link.md"]["stored"], arts["output/link.md"]["reason"]),
+               (False, "NotAFile"), "a symlink is listed, not followed")
             eq((arts["output/report.md"]["size"], arts["output/report.md"]["sha256"],
                 arts["output/report.md"]["stored"]), (len(REPORT), sha(REPORT), True),
                "report.md's size and sha256")
@@ -201,7 +203,8 @@ def main():
             eq(names[0], "report-artifacts-t1", "the turn's")
             eq(names[1].startswith("report-artifacts-t1-"), True, "the request's: %s" % names[1])
             s = persisted(t, "report")
-            eq(s["status"]["result"]["artifacts"][0]["configMap"], names[1], "status names it")
+            rep = [a for a in s["status"]["result"]["artifacts"] if a["path"] == "output/report.md"]
+            eq(rep[0]["configMap"], names[1], "status names it")
             r, data = cp(t, "report:output/report.md")
             eq(data, REPORT, "the copy from the new set")
 
