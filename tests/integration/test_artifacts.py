@@ -47,6 +47,15 @@ REPORT = b"# Report\n\nartifacts outlive the pod\n"
 DATA = b"\x00\x01\xffbinary\n"
 
 
+def ts(rfc3339):
+    """Unix seconds of a journal time (nanoseconds, UTC)."""
+    import datetime
+    base, frac = rfc3339.rstrip("Z").split(".")
+    t = datetime.datetime.strptime(base, "%Y-%m-%dT%H:%M:%S").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+    return t + float("0." + frac)
+
+
 def sha(b):
     return hashlib.sha256(b).hexdigest()
 
@@ -129,6 +138,7 @@ def main():
               extra="  retainArtifacts: {ttlSeconds: %d}\n" % KEPT_TTL)
         apply(t, "report", "case-report", idle=2)
         apply(t, "owned", "case-owned")
+        apply(t, "full", "case-full")
         state = {}
 
         def stored_before_the_pod_is_parked():
@@ -159,6 +169,27 @@ def main():
             eq(cms[0]["metadata"]["ownerReferences"][0]["uid"], s["metadata"]["uid"],
                "owned by the session")
             state["report_uid"] = s["metadata"]["uid"]
+            # a figure, not a bound: the answer -> its files recorded
+            evs = ternlocal.journal_events(t.journal, s["metadata"]["uid"])
+            fin = [e["time"] for e in evs if e["type"] == "turn_finished"][-1]
+            rec = [e["time"] for e in evs if e["type"] == "artifacts_persisted"][0]
+            print("    figure: report's set (2 files stored, %d bytes; 2 listed only) recorded "
+                  "%.0f ms after its answer"
+                  % (len(REPORT) + len(DATA), (ts(rec) - ts(fin)) * 1000))
+
+        def a_full_set_fits_one_configmap():
+            # 850000 bytes under output/, 786432 the set's bound: three of
+            # the four files (at least 600000 bytes) in one ConfigMap
+            s = persisted(t, "full")
+            arts = s["status"]["result"]["artifacts"]
+            stored = [a for a in arts if a["stored"]]
+            eq((len(arts), len(stored)), (4, 3), "three of four stored: %s" % arts)
+            eq([a["reason"] for a in arts if not a["stored"]], ["SetTooLarge"], "the one left")
+            eq(sum(a["size"] for a in stored) >= 600000, True, "bytes stored")
+            eq(len(sets(t, "full")), 1, "one ConfigMap")
+            a = stored[0]
+            r, data = cp(t, "full:" + a["path"])
+            eq((len(data), sha(data)), (a["size"], a["sha256"]), "a copy of " + a["path"])
 
         def cp_after_the_pod_is_parked():
             wait_for("report's sandbox pod parked", lambda: pod_gone(t, "report"), 90,
@@ -269,6 +300,7 @@ def main():
 
         for name, fn in [
             ("stored_before_the_pod_is_parked", stored_before_the_pod_is_parked),
+            ("a_full_set_fits_one_configmap", a_full_set_fits_one_configmap),
             ("cp_after_the_pod_is_parked", cp_after_the_pod_is_parked),
             ("a_tampered_copy_is_refused", a_tampered_copy_is_refused),
             ("persist_on_demand", persist_on_demand),
