@@ -225,6 +225,14 @@ def main():
             eq(data, REPORT, "restored")
 
         def persist_on_demand():
+            # refused, saying why, where the operator would not take a set
+            tern(t, "suspend", "report")
+            r = tern(t, "persist", "report", check=False)
+            eq(r.returncode, 1, "refused while suspended: " + r.stdout)
+            contains(r.stderr, "suspended", "why")
+            eq("tern.dev/persist-artifacts" in (t.session("report")["metadata"].get(
+                "annotations") or {}), False, "nothing was changed")
+            tern(t, "resume", "report")
             tern(t, "persist", "report")
             uid = state["report_uid"]
             wait_for("a second recorded set", lambda: len(journal_sets(t, uid)) == 2, 120,

@@ -1028,6 +1028,22 @@ static int cmd_persist(struct cli *c)
 {
     if (c->nargs != 1)
         return die("usage: kubectl tern persist SESSION");
+    /* refused, saying why, when the operator would not take a set */
+    cJSON *s = NULL;
+    if (get_session(c, c->args[0], &s))
+        return 1;
+    const cJSON *st = json_get(s, "status");
+    const char *phase = str_at(st, "phase", NULL);
+    bool suspended = cJSON_IsTrue(json_get(json_get(s, "spec"), "suspend"));
+    if ((phase && strcmp(phase, "Failed") == 0) || suspended) {
+        int rc = die("agentsession %s is %s: its output/ is persisted once it goes on (%s); "
+                     "nothing was changed",
+                     c->args[0], suspended ? "suspended" : "Failed",
+                     suspended ? "kubectl tern resume" : "kubectl tern retry, or a new message");
+        cJSON_Delete(s);
+        return rc;
+    }
+    cJSON_Delete(s);
     char req[64];
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
