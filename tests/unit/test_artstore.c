@@ -234,6 +234,9 @@ TEST(status_lists_the_recorded_set_once_it_covers_the_answer)
     ASSERT_EQ_STR(json_get(cJSON_GetArrayItem(l, 0), "reason")->valuestring, "Pending");
     cJSON_Delete(l);
     ASSERT_NULL(artstore_status_list(NULL, 0, NULL));
+    l = artstore_status_list(paths, 0, NULL); /* an answer from before the store */
+    ASSERT_EQ_STR(json_get(cJSON_GetArrayItem(l, 0), "reason")->valuestring, "NotPersisted");
+    cJSON_Delete(l);
 
     const char *req = NULL;
     ASSERT_TRUE(artstore_wanted(paths, 3, rec, NULL, NULL, &req));

@@ -333,7 +333,7 @@ cJSON *artstore_status_list(const cJSON *result_paths, int64_t result_turn,
         cJSON *a = cJSON_CreateObject();
         json_add_string(a, "path", p->valuestring);
         cJSON_AddFalseToObject(a, "stored");
-        json_add_string(a, "reason", "Pending");
+        json_add_string(a, "reason", result_turn > 0 ? "Pending" : "NotPersisted");
         cJSON_AddItemToArray(l, a);
     }
     return l;

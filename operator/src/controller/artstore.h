@@ -87,7 +87,8 @@ void artstore_sha256(const void *p, size_t n, char out[65]);
 
 /* status.result.artifacts: the recorded set's list when it covers the
  * result's turn (persisted->turn >= result_turn), else the result's paths
- * (array of strings) as {path, stored:false, reason:"Pending"}. NULL when
+ * (array of strings) as {path, stored:false, reason:"Pending"} ("NotPersisted"
+ * for an answer without its turn: recorded before the store). NULL when
  * there is nothing to list. */
 cJSON *artstore_status_list(const cJSON *result_paths, int64_t result_turn,
                             const cJSON *persisted);

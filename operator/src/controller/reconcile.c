@@ -1330,6 +1330,16 @@ static void artifacts_condition(cJSON *st, const struct reconcile_input *in, boo
                  "is ready");
         return;
     }
+    if (!j->persisted) {
+        /* an answer recorded before the summary kept its turn */
+        set_cond(st, in, "ArtifactsPersisted", false, "NotPersisted",
+                 j->result_turn > 0
+                     ? "not copied while the session is suspended or Failed; they are once it "
+                       "goes on"
+                     : "this answer was recorded before the artifact store: kubectl tern "
+                       "persist copies output/ now");
+        return;
+    }
     if (e) {
         set_cond(st, in, "ArtifactsPersisted", false,
                  old_str(e, "reason", NULL) ? old_str(e, "reason", NULL) : "PersistFailed",
