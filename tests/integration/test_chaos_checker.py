@@ -153,6 +153,20 @@ def t_visible_failure():
        "a failure without a reason")
 
 
+def t_artifacts_recorded_once():
+    rec = {"type": "artifacts_persisted", "turn": 1,
+           "data": {"turn": 1, "configMap": "s-artifacts-t1", "artifacts": []}}
+    ev = journal() + [copy.deepcopy(rec)]
+    for i, e in enumerate(ev):
+        e["seq"] = i + 1
+    # the record may come after the trial was read: neither lost nor extra
+    eq(check(events=ev).clean, True, "a record the reference lacks")
+    ev2 = ev + [dict(copy.deepcopy(rec), seq=len(ev) + 1)]
+    v = check(events=ev2)
+    eq(v.duplicated_events >= 1, True, "recorded twice")
+    eq(v.clean, False, "clean")
+
+
 def main():
     s = Suite()
     for name, fn in sorted(globals().items()):

@@ -179,12 +179,18 @@ def main():
                 "get", "pod", "live-sandbox", "--ignore-not-found", "-o", "name").strip() == "",
                 60, interval=0.3)
             d = tempfile.mkdtemp(dir=t.dir)
+            # a persisted artifact comes from the artifact store (no viewer:
+            # tests/integration/test_artifacts.py), a workspace file from
+            # a viewer
             r = tern(t, "cp", "live:output/report.md", os.path.join(d, "copy.md"), timeout=180)
             with open(os.path.join(d, "copy.md")) as f:
-                contains(f.read(), "ran six steps", "the artifact, from the viewer")
+                contains(f.read(), "ran six steps", "the artifact, from the store")
+            contains(r.stderr, "persisted artifact", "cp says where from")
+            eq(t.get_json("jobs", "-l", "tern.dev/role=viewer")["items"], [],
+               "no viewer for a persisted artifact")
+            contains(tern(t, "ls", "live", timeout=180).stdout, "output/", "ls, from the viewer")
             jobs = t.get_json("jobs", "-l", "tern.dev/role=viewer")["items"]
             eq(len(jobs) >= 1, True, "a viewer Job was made")
-            contains(tern(t, "ls", "live").stdout, "output/", "ls, from the viewer")
             eq(t.kubectl("get", "pod", "live-sandbox", "--ignore-not-found", "-o", "name")
                .strip(), "", "the sandbox stayed parked")
 

@@ -10,7 +10,8 @@
  *   kubectl tern get SESSION
  *   kubectl tern logs [-f] [-o json] SESSION
  *   kubectl tern ls SESSION [PATH] [--depth N]
- *   kubectl tern cp SESSION:PATH DEST
+ *   kubectl tern cp SESSION:PATH DEST (a persisted artifact from the artifact store)
+ *   kubectl tern persist SESSION
  * with -n/--namespace, --context, --kubeconfig, --as, --as-group as kubectl
  * has them. logs, ls and cp read the session through the aggregated API
  * stream.tern.dev (docs/stream-api.md): the API server authenticates and
@@ -29,6 +30,7 @@
 #include "kube/kubeconfig.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -76,7 +78,10 @@ static const char usage_text[] =
     "                          and ends when the session has finished\n"
     "  ls SESSION [PATH]       the session's workspace (--depth N, default 1)\n"
     "  cp SESSION:PATH DEST    copy a file of the workspace (an artifact: output/...) to DEST,\n"
-    "                          also while the session's sandbox is parked\n"
+    "                          also while the session's sandbox is parked; a persisted\n"
+    "                          artifact comes from the artifact store (sha256 checked),\n"
+    "                          also after the pod and (retainArtifacts) the session are gone\n"
+    "  persist SESSION         copy output/ to the artifact store now (between turns)\n"
     "\n"
     "Flags:\n"
     "  -n, --namespace NS      the session's namespace (default: the context's)\n"
@@ -323,6 +328,7 @@ static int cmd_memory(struct cli *c)
 }
 
 static int64_t int_at(const cJSON *o, const char *k);
+static const char *str_or(const cJSON *d, const char *k);
 
 /* The spec.limits value of a limit by its journal name (timeoutSeconds in
  * ms, as status.failure.used is), or -1 when unknown. */
@@ -584,6 +590,18 @@ static int cmd_get(struct cli *c)
         printf("Value:      in %s (%lld bytes, sha256 %s)\n", str_at(res, "valueRef", NULL),
                (long long)int_at(res, "valueSize"),
                str_at(res, "valueSha256", NULL) ? str_at(res, "valueSha256", NULL) : "?");
+    const cJSON *art;
+    cJSON_ArrayForEach(art, json_get(res, "artifacts"))
+    {
+        if (cJSON_IsTrue(json_get(art, "stored")))
+            printf("Artifact:   %s %lld bytes sha256 %s (ConfigMap %s)\n", str_or(art, "path"),
+                   (long long)int_at(art, "size"), str_or(art, "sha256"),
+                   str_or(art, "configMap"));
+        else
+            printf("Artifact:   %s not stored: %s%s%s\n", str_or(art, "path"),
+                   str_or(art, "reason"), *str_or(art, "message") ? ": " : "",
+                   str_or(art, "message"));
+    }
     const cJSON *f, *forks = json_get(st, "forks");
     if (cJSON_GetArraySize(forks) > 0) {
         printf("Forks:     ");
@@ -743,6 +761,21 @@ static void print_event_json(const cJSON *ev, bool live_shown)
         json_item_int64(json_get(d, "attempt"), &attempt);
         buf_printf(&head, "result invalid (attempt %lld): the answer %s", (long long)attempt,
                    S("problem"));
+    } else if (strcmp(type, "artifacts_persisted") == 0) {
+        int stored = 0, n = 0;
+        const cJSON *a;
+        cJSON_ArrayForEach(a, json_get(d, "artifacts"))
+        {
+            n++;
+            stored += cJSON_IsTrue(json_get(a, "stored"));
+        }
+        if (json_get(d, "error"))
+            buf_printf(&head, "artifacts not persisted: %s: %s",
+                       str_or(json_get(d, "error"), "reason"),
+                       str_or(json_get(d, "error"), "message"));
+        else
+            buf_printf(&head, "artifacts persisted: %d of %d files in ConfigMap %s%s", stored, n,
+                       S("configMap"), *S("request") ? " (asked for)" : "");
     } else if (strcmp(type, "snapshot") == 0) {
         int64_t upto = 0;
         json_item_int64(json_get(d, "upto"), &upto);
@@ -981,6 +1014,7 @@ struct body {
     FILE *f;   /* cp: the file being written (200 only) */
     uint64_t written;
     bool write_failed;
+    EVP_MD_CTX *md; /* cp of a persisted artifact: the sha256 of what is written */
 };
 
 static int body_data(void *ctx, long status, const char *p, size_t n)
@@ -992,6 +1026,8 @@ static int body_data(void *ctx, long status, const char *p, size_t n)
             b->write_failed = true;
             return -EIO;
         }
+        if (b->md)
+            EVP_DigestUpdate(b->md, p, n);
         b->written += n;
         return 0;
     }
@@ -1050,6 +1086,72 @@ static int cmd_ls(struct cli *c)
     return rc;
 }
 
+/* The persisted artifact src of session name as the API lists it: its
+ * sha256 and size when stored; else why not (owned), if the list says. */
+static void stored_artifact(struct cli *c, const char *name, const char *src, char sha[65],
+                            int64_t *size, char **why_not)
+{
+    char *path = api_path(c, name, "artifacts");
+    struct body b = {0};
+    buf_init(&b.b, 16u << 20);
+    struct kclient_err ke = {0};
+    int r = kclient_stream(c->cl, path, NULL, body_data, &b, &ke);
+    free(path);
+    cJSON *j = NULL;
+    if (r || b.status != 200 || json_parse(b.b.data ? b.b.data : "", b.b.len, &j, NULL) != 0)
+        goto out;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, json_get(j, "items"))
+    {
+        if (strcmp(str_or(it, "path"), src) != 0)
+            continue;
+        const char *h = str_or(it, "sha256");
+        if (cJSON_IsTrue(json_get(it, "stored")) && strlen(h) == 64) {
+            memcpy(sha, h, 65);
+            *size = int_at(it, "size");
+        } else {
+            free(*why_not);
+            *why_not = xasprintf("%s%s%s", str_or(it, "reason"), *str_or(it, "message") ? ": " : "",
+                                 str_or(it, "message"));
+        }
+    }
+out:
+    cJSON_Delete(j);
+    buf_done(&b.b);
+}
+
+static int cmd_persist(struct cli *c)
+{
+    if (c->nargs != 1)
+        return die("usage: kubectl tern persist SESSION");
+    /* refused, saying why, when the operator would not take a set */
+    cJSON *s = NULL;
+    if (get_session(c, c->args[0], &s))
+        return 1;
+    const cJSON *st = json_get(s, "status");
+    const char *phase = str_at(st, "phase", NULL);
+    bool suspended = cJSON_IsTrue(json_get(json_get(s, "spec"), "suspend"));
+    if ((phase && strcmp(phase, "Failed") == 0) || suspended) {
+        int rc = die("agentsession %s is %s: its output/ is persisted once it goes on (%s); "
+                     "nothing was changed",
+                     c->args[0], suspended ? "suspended" : "Failed",
+                     suspended ? "kubectl tern resume" : "kubectl tern retry, or a new message");
+        cJSON_Delete(s);
+        return rc;
+    }
+    cJSON_Delete(s);
+    char req[64];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(req, sizeof req, "%lld.%09ld-%ld", (long long)ts.tv_sec, ts.tv_nsec, (long)getpid());
+    cJSON *p = cJSON_CreateObject();
+    cJSON *anns = cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "metadata"), "annotations");
+    json_add_string(anns, "tern.dev/persist-artifacts", req);
+    return patch(c, c->args[0], KCLIENT_PATCH_MERGE, p,
+                 "persisting output/ at the next turn boundary (kubectl tern get shows the "
+                 "ArtifactsPersisted condition)");
+}
+
 static int cmd_cp(struct cli *c)
 {
     if (c->nargs != 2 || !strchr(c->args[0], ':'))
@@ -1080,31 +1182,62 @@ static int cmd_cp(struct cli *c)
         rc = die("cannot write %s: %s", tmp, strerror(errno));
         goto out;
     }
-    char *basep = api_path(c, name, "content");
+    /* a persisted artifact: from the store, checked against its sha256 */
+    char want_sha[65] = "", *why_not = NULL;
+    int64_t want_size = -1;
+    if (strncmp(src, "output/", 7) == 0)
+        stored_artifact(c, name, src, want_sha, &want_size, &why_not);
+    char *basep = api_path(c, name, want_sha[0] ? "artifacts" : "content");
     char *ep = httpc_escape(src);
     char *path = xasprintf("%s?path=%s", basep, ep);
     free(basep);
     free(ep);
+    if (want_sha[0])
+        b.md = EVP_MD_CTX_new();
+    if (b.md)
+        EVP_DigestInit_ex(b.md, EVP_sha256(), NULL);
     struct kclient_err ke = {0};
     int r = kclient_stream(c->cl, path, "application/octet-stream", body_data, &b, &ke);
     free(path);
     bool closed_ok = fclose(b.f) == 0;
     b.f = NULL;
+    char got_sha[65] = "";
+    if (b.md) {
+        unsigned char d[32];
+        unsigned int dl = 0;
+        EVP_DigestFinal_ex(b.md, d, &dl);
+        EVP_MD_CTX_free(b.md);
+        b.md = NULL;
+        for (int i = 0; i < 32; i++)
+            snprintf(got_sha + 2 * i, 3, "%02x", d[i]);
+    }
     if (b.status && b.status != 200) {
         char msg[1024];
         status_message(b.status, b.b.data, b.b.len, msg, sizeof msg);
-        rc = die("%s", msg);
+        if (why_not)
+            rc = die("%s (not in the artifact store: %s)", msg, why_not);
+        else
+            rc = die("%s", msg);
+    } else if (want_sha[0] && !r && (strcmp(got_sha, want_sha) != 0 ||
+                                      (int64_t)b.written != want_size)) {
+        rc = die("%s: the copy's sha256 %s (%llu bytes) is not the persisted %s (%lld bytes); "
+                 "nothing was written",
+                 src, got_sha, (unsigned long long)b.written, want_sha, (long long)want_size);
     } else if (r || b.write_failed || !closed_ok) {
         rc = die("copying %s: %s", src, b.write_failed || !closed_ok ? strerror(errno)
                                                                      : ke.e.msg);
     } else if (rename(tmp, dest) != 0) {
         rc = die("cannot write %s: %s", dest, strerror(errno));
+    } else if (want_sha[0]) {
+        fprintf(stderr, "%s:%s -> %s (%llu bytes, persisted artifact, sha256 %s verified)\n",
+                name, src, dest, (unsigned long long)b.written, got_sha);
     } else {
         fprintf(stderr, "%s:%s -> %s (%llu bytes)\n", name, src, dest,
                 (unsigned long long)b.written);
     }
     if (rc)
         unlink(tmp);
+    free(why_not);
 out:
     buf_done(&b.b);
     free(tmp);
@@ -1120,8 +1253,9 @@ int main(int argc, char **argv)
     kclient_set_default_user_agent("kubectl-tern/0.1.0");
     if (parse(argc, argv, &c))
         return 1;
-    static const char *const known[] = {"approve", "deny", "say",  "fork", "suspend", "resume",
-                                        "get",     "logs", "ls",   "cp",   "retry",   "memory"};
+    static const char *const known[] = {"approve", "deny", "say",    "fork", "suspend",
+                                        "resume",  "get",  "logs",   "ls",   "cp",
+                                        "retry",   "memory", "persist"};
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         ok = ok || strcmp(c.cmd, known[i]) == 0;
@@ -1152,6 +1286,8 @@ int main(int argc, char **argv)
         r = cmd_ls(&c);
     else if (strcmp(c.cmd, "cp") == 0)
         r = cmd_cp(&c);
+    else if (strcmp(c.cmd, "persist") == 0)
+        r = cmd_persist(&c);
     else
         r = cmd_logs(&c);
     kclient_free(c.cl);

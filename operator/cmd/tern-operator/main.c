@@ -53,13 +53,14 @@ struct opts {
     bool leader_elect, journal_init;
     int64_t workers, clock_skew;
     int64_t session_ttl;
+    int64_t artifact_max_file, artifact_max_total;
 };
 
 static const struct flag {
     const char *name, *env, *help;
     size_t off;
     int kind; /* 0 string, 1 bool, 2 int (1..64), 3 seconds (0..31536000), 4 signed
-                * seconds (a clock skew, +-10 years) */
+                * seconds (a clock skew, +-10 years), 5 bytes (1..TERN_ARTIFACTS_TOTAL_CAP) */
 } flags[] = {
 #define F(n, e, k, field, h) {n, e, h, offsetof(struct opts, field), k}
     F("kubeconfig", "TERN_KUBECONFIG", 0, kubeconfig, "kubeconfig file (default: in-cluster)"),
@@ -118,7 +119,12 @@ static const struct flag {
     F("trigger-clock-skew", "TERN_TRIGGER_CLOCK_SKEW", 4, clock_skew,
       "seconds added to the schedules' clock (tests only)"),
     F("fault", "TERN_FAULT", 0, fault,
-      "tests only: webhook-exit-before-create | webhook-exit-after-create"),
+      "tests only: webhook-exit-before-create | webhook-exit-after-create | "
+      "artifacts-kill-after-store"),
+    F("artifact-max-file", "TERN_ARTIFACT_MAX_FILE", 5, artifact_max_file,
+      "bytes: a file of output/ larger than this is not stored (default 262144)"),
+    F("artifact-max-total", "TERN_ARTIFACT_MAX_TOTAL", 5, artifact_max_total,
+      "bytes: the files of one persisted set together (default 786432, at most 921600)"),
     F("lease-namespace", "TERN_POD_NAMESPACE", 0, lease_ns, "namespace of the leader Lease"),
     F("id", "TERN_POD_NAME", 0, id, "this replica's identity"),
     F("log-level", "TERN_LOG_LEVEL", 0, log_level, "debug|info|warn|error"),
@@ -155,6 +161,9 @@ static int set_flag(struct opts *o, const struct flag *f, const char *v)
         else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
             *(bool *)base = false;
         else
+            return -EINVAL;
+    } else if (f->kind == 5) {
+        if (num_parse_range(v, 1, TERN_ARTIFACTS_TOTAL_CAP, (int64_t *)base))
             return -EINVAL;
     } else if (f->kind == 4) {
         if (num_parse_range(v, -315360000, 315360000, (int64_t *)base))
@@ -609,6 +618,12 @@ int main(int argc, char **argv)
         .prices_configmap = o.prices_cm && *o.prices_cm ? o.prices_cm : NULL,
         .test_clock_file = o.test_clock && *o.test_clock ? o.test_clock : NULL,
         .test_runner_hook = o.test_hook && *o.test_hook ? o.test_hook : NULL,
+        .artifacts =
+            {
+                .max_file = (size_t)o.artifact_max_file,
+                .max_total = (size_t)o.artifact_max_total,
+                .kill_after_store = o.fault && strcmp(o.fault, "artifacts-kill-after-store") == 0,
+            },
         .children =
             {
                 .runner_image = o.runner_image,
@@ -682,7 +697,7 @@ int main(int argc, char **argv)
             tc.fault = TCTL_FAULT_EXIT_BEFORE_CREATE;
         else if (o.fault && strcmp(o.fault, "webhook-exit-after-create") == 0)
             tc.fault = TCTL_FAULT_EXIT_AFTER_CREATE;
-        else if (o.fault && *o.fault) {
+        else if (o.fault && *o.fault && strcmp(o.fault, "artifacts-kill-after-store") != 0) {
             tlog_error("unknown --fault", "value", o.fault);
             goto out;
         }

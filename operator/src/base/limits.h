@@ -271,5 +271,18 @@
 #define TERN_RESULT_MAX_VALUE        (16u << 10) /* status.result.value (compact JSON); larger
                                                   * results go to output/result.json */
 #define TERN_RESULT_MAX_ATTEMPTS     20          /* spec.limits.maxResultAttempts */
+/* artifacts that outlive the pod (controller/artstore, docs/operator.md,
+ * "Artifacts"): the files under output/ copied into ConfigMaps */
+#define TERN_ARTIFACTS_MAX_FILE      (256u << 10) /* one file, by default (--artifact-max-file) */
+#define TERN_ARTIFACTS_MAX_TOTAL     (768u << 10) /* one persisted set, by default
+                                                   * (--artifact-max-total) */
+#define TERN_ARTIFACTS_TOTAL_CAP     (900u << 10) /* the most either flag may say: a ConfigMap's
+                                                   * data is at most 1 MiB on kube-apiserver */
+#define TERN_ARTIFACTS_MAX_FILES     100         /* files of one set (= TERN_RUNNER_MAX_ARTIFACTS) */
+#define TERN_ARTIFACTS_MAX_MANIFEST  (64u << 10) /* the manifest.json of a stored set */
+#define TERN_ARTIFACTS_MAX_ATTEMPTS  5           /* failed tries before the failure is recorded */
+#define TERN_ARTIFACTS_MAX_REQUEST   128         /* the tern.dev/persist-artifacts value */
+#define TERN_ARTIFACTS_MAX_SETS      64          /* stored sets of one session read by the API */
+#define TERN_ARTIFACTS_SWEEP_S       5           /* how often expired retained sets are looked for */
 
 #endif

@@ -4,6 +4,8 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
+#include "base/limits.h"
+#include "controller/artstore.h"
 #include "controller/budgets.h"
 #include "controller/conditions.h"
 #include "controller/observe.h"
@@ -170,8 +172,20 @@ static void trim_cached(void *ctx, cJSON *obj)
     case W_NETPOLS:
         trim_to_existence(obj);
         break;
-    default:
-        trim_metadata(obj, false);
+    default: {
+        /* a retained artifact set keeps its expiry (artifacts_expire) */
+        const cJSON *role = json_get(json_get(json_get(obj, "metadata"), "labels"),
+                                     CHILDREN_LABEL_ROLE);
+        bool art = w == W_CONFIGMAPS && cJSON_IsString(role) &&
+                   strcmp(role->valuestring, ARTSTORE_ROLE) == 0;
+        trim_metadata(obj, art);
+        cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "annotations");
+        for (cJSON *a = art && ann ? ann->child : NULL, *next; a; a = next) {
+            next = a->next;
+            if (!a->string || strcmp(a->string, ARTSTORE_ANN_EXPIRES) != 0)
+                cJSON_Delete(cJSON_DetachItemViaPointer(ann, a));
+        }
         for (cJSON *it = obj->child, *next; it; it = next) {
             next = it->next;
             if (!it->string || (strcmp(it->string, "metadata") != 0 &&
@@ -180,6 +194,7 @@ static void trim_cached(void *ctx, cJSON *obj)
                 cJSON_Delete(cJSON_DetachItemViaPointer(obj, it));
         }
         break;
+    }
     }
 }
 
@@ -222,6 +237,9 @@ struct controller {
     pthread_mutex_t workers_mu;
     pthread_t sum_thread;
     bool sum_started;
+    pthread_t sweep_thread; /* expired retained artifact sets */
+    bool sweep_started;
+    struct kmap *persist_tries; /* "uid/turn/request" -> failed tries (int *) */
     atomic_bool stop;
     pthread_mutex_t mu; /* guards uid_to_key */
     struct kmap *uid_to_key;
@@ -548,6 +566,9 @@ static void observe_journal(const struct journal_summary *s, struct observed_jou
     o->result_artifacts = s->artifacts;
     o->result_value = s->result_value;
     o->result_ref = s->result_ref;
+    o->result_turn = s->result_turn;
+    o->persisted = s->persisted;
+    o->persist_request = s->persist_request;
     o->reason = s->reason;
     o->message = s->message;
     o->limit = s->limit;
@@ -976,6 +997,29 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
             }
             break;
         }
+        case RA_PERSIST_ARTIFACTS: {
+            char *tk = xasprintf("%s/%lld/%s", uid ? uid : "", (long long)a->turn,
+                                 a->key ? a->key : "");
+            pthread_mutex_lock(&c->mu);
+            int *tries = kmap_get(c->persist_tries, tk);
+            int n = tries ? *tries : 0;
+            pthread_mutex_unlock(&c->mu);
+            r = artifacts_persist(&c->cfg.artifacts, kc, j, c->cfg.recorder, session, a, n, err);
+            pthread_mutex_lock(&c->mu);
+            if (r) {
+                int *v = kmap_get(c->persist_tries, tk);
+                if (!v) {
+                    v = xcalloc(1, sizeof *v);
+                    kmap_put(c->persist_tries, tk, v);
+                }
+                (*v)++;
+            } else {
+                free(kmap_del(c->persist_tries, tk));
+            }
+            pthread_mutex_unlock(&c->mu);
+            free(tk);
+            break;
+        }
         }
     }
     if (!r && out->status) {
@@ -1210,6 +1254,7 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
         .ann_retry = annotation(session, RECONCILE_ANN_RETRY),
         .ann_memory_approve = annotation(session, RECONCILE_ANN_MEMORY_APPROVE),
         .ann_memory_reject = annotation(session, RECONCILE_ANN_MEMORY_REJECT),
+        .ann_persist = annotation(session, ARTSTORE_ANN_PERSIST),
         .status = json_get(session, "status"),
         .now = (int64_t)time(NULL),
         .created_at = observe_time(meta_str(session, "creationTimestamp")),
@@ -1539,6 +1584,7 @@ int controller_new(const struct controller_config *cfg, struct controller **ret,
     c->census.nphases = 1;
     pthread_mutex_init(&c->workers_mu, NULL);
     c->uid_to_key = kmap_new();
+    c->persist_tries = kmap_new();
     c->q = workqueue_new(NULL);
     c->kc = kclient_new(cfg->kube, NULL);
     c->prices = prices_new(cfg->prices_configmap, 30);
@@ -1625,6 +1671,54 @@ int controller_new(const struct controller_config *cfg, struct controller **ret,
     return 0;
 }
 
+/* Retained artifact sets past their expiry are deleted by the leader
+ * (level-triggered: from the cache, every TERN_ARTIFACTS_SWEEP_S). */
+struct sweep {
+    struct controller *c;
+    int64_t now;
+    cJSON *due; /* array of cached ConfigMaps to delete */
+};
+
+static int sweep_one(void *ctx, const cJSON *cm)
+{
+    struct sweep *s = ctx;
+    const cJSON *at = json_get(json_get(json_get(cm, "metadata"), "annotations"),
+                               ARTSTORE_ANN_EXPIRES);
+    if (cJSON_IsString(at) && observe_time(at->valuestring) <= (double)s->now)
+        cJSON_AddItemToArray(s->due, json_dup(cm));
+    return 0;
+}
+
+static void *sweep_main(void *arg)
+{
+    struct controller *c = arg;
+    struct kclient *kc = kclient_new(c->cfg.kube, NULL);
+    while (!atomic_load(&c->stop)) {
+        pthread_mutex_lock(&c->workers_mu);
+        bool leading = c->workers_running;
+        pthread_mutex_unlock(&c->workers_mu);
+        if (leading) {
+            struct sweep s = {.c = c, .now = (int64_t)time(NULL), .due = cJSON_CreateArray()};
+            informer_each(c->inf[W_CONFIGMAPS], sweep_one, &s);
+            const cJSON *cm;
+            cJSON_ArrayForEach(cm, s.due)
+            {
+                struct tern_err e = {0};
+                if (artifacts_expire(kc, cm, s.now, &e) < 0 && c->cfg.on_error)
+                    c->cfg.on_error(c->cfg.ctx, "artifacts", &e, TERN_ARTIFACTS_SWEEP_S * 1000);
+            }
+            cJSON_Delete(s.due);
+        }
+        for (long slept = 0; slept < TERN_ARTIFACTS_SWEEP_S * 1000L && !atomic_load(&c->stop);
+             slept += 50) {
+            struct timespec ts = {0, 50 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    kclient_free(kc);
+    return NULL;
+}
+
 int controller_start(struct controller *c, struct tern_err *err)
 {
     for (int w = 0; w < W_COUNT; w++) {
@@ -1636,6 +1730,10 @@ int controller_start(struct controller *c, struct tern_err *err)
     if (r)
         return err_set(err, -r, "starting the summary watch");
     c->sum_started = true;
+    r = pthread_create(&c->sweep_thread, NULL, sweep_main, c);
+    if (r)
+        return err_set(err, -r, "starting the artifact sweep");
+    c->sweep_started = true;
     return budgets_start(c->budgets, err);
 }
 
@@ -1655,6 +1753,8 @@ void controller_free(struct controller *c)
     controller_stop_workers(c);
     if (c->sum_started)
         pthread_join(c->sum_thread, NULL);
+    if (c->sweep_started)
+        pthread_join(c->sweep_thread, NULL);
     budgets_free(c->budgets); /* it reads the session informer */
     for (int w = 0; w < W_COUNT; w++)
         informer_free(c->inf[w]);
@@ -1663,6 +1763,8 @@ void controller_free(struct controller *c)
     prices_free(c->prices);
     kmap_each(c->uid_to_key, free_value, NULL);
     kmap_free(c->uid_to_key);
+    kmap_each(c->persist_tries, free_value, NULL);
+    kmap_free(c->persist_tries);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->census.mu);
     pthread_mutex_destroy(&c->workers_mu);

@@ -15,6 +15,7 @@
 #define TERN_CONTROLLER_H
 
 #include "base/err.h"
+#include "controller/artifacts.h"
 #include "controller/children.h"
 #include "controller/jaccess.h"
 #include "etcd/etcd.h"
@@ -44,6 +45,7 @@ struct controller_config {
     struct metrics *metrics;      /* families declared by controller_new */
     const char *namespace;        /* "" or NULL = all namespaces */
     struct children_config children;
+    struct artifacts_config artifacts; /* the artifact store's bounds */
     int workers;                  /* 0 = 2 */
     /* "namespace/name" of the price table's ConfigMap (controller/prices.h),
      * or NULL: sessions with a cost limit are then refused */

@@ -4,6 +4,7 @@
 
 #include "base/limits.h"
 #include "base/mem.h"
+#include "controller/artstore.h"
 #include "controller/conditions.h"
 #include "journal/journal.h"
 #include "json/json.h"
@@ -89,6 +90,8 @@ static void status_event(struct reconcile_output *out, const char *type, const c
     event(out, type, reason, note);
     out->actions[out->nactions - 1].after_status = true;
 }
+
+static void artifacts_condition(cJSON *st, const struct reconcile_input *in, bool wanted);
 
 static const char *old_str(const cJSON *status, const char *k1, const char *k2)
 {
@@ -950,6 +953,13 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     if (intent_requeue && (!out->requeue_after || intent_requeue < out->requeue_after))
         out->requeue_after = intent_requeue;
 
+    /* artifacts: the files under output/ are copied to the store after a
+     * completed turn (and when asked), before the sandbox may be parked */
+    const char *persist_req = NULL;
+    bool persist_wanted = !failed && forked && !s->suspend &&
+                          artstore_wanted(j->result_artifacts, j->result_turn, j->persisted,
+                                          j->persist_request, in->ann_persist, &persist_req);
+
     bool limit = failed && streq(j->outcome, JOURNAL_OUTCOME_LIMIT);
     bool want_turn = !failed && !job_end_recorded && !s->suspend && !j->pending_id && !running &&
                      forked && in->forks_copying == 0 && (j->intent_pending || new_intent);
@@ -970,7 +980,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     bool stuck_sandbox = false, stuck_runner = false;
     /* (a failed parent keeps serving its workspace to forks that copy it) */
     bool need_sandbox = (!failed && (running || (want_turn && !s->suspend) || !forked)) ||
-                        in->forks_copying > 0;
+                        in->forks_copying > 0 || persist_wanted;
     if (!failed && in->refs_checked && want_turn && in->runner_refs.reason) {
         stuck = in->runner_refs.reason;
         stuck_msg = xstrdup(in->runner_refs.message ? in->runner_refs.message : "");
@@ -1083,7 +1093,8 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             park = true;
             why = "idle while another session waits for a slot of its AgentBudget: the sandbox "
                   "pod is parked, the workspace kept";
-        } else if ((!need_sandbox || idle_blocked) && s->sandbox.idle_suspend_seconds > 0) {
+        } else if ((!need_sandbox || idle_blocked) && !persist_wanted &&
+                   s->sandbox.idle_suspend_seconds > 0) {
             int64_t idle_until = j->updated_at + s->sandbox.idle_suspend_seconds;
             if (in->now >= idle_until) {
                 park = true;
@@ -1161,11 +1172,23 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         }
     }
 
+    /* --- artifacts (before the next turn changes output/) --------------- */
+    bool persisting = persist_wanted && sandbox_ready && !running && !journal_moving;
+    if (persisting) {
+        struct reconcile_action *a = add(out, RA_PERSIST_ARTIFACTS);
+        a->turn = persist_req ? j->turn : j->result_turn;
+        a->key = persist_req ? xstrdup(persist_req) : NULL;
+        a->name = xasprintf("%s:%d", in->pod.ip, SANDBOX_PORT);
+        a->data = cJSON_CreateObject();
+        cJSON_AddBoolToObject(a->data, "retain", s->retain_artifacts.set);
+        json_add_int64(a->data, "ttlSeconds", s->retain_artifacts.ttl_seconds);
+    }
+
     /* --- the next turn ------------------------------------------------ */
     int64_t next_turn = j->turn + 1;
     bool job_for_next = in->job.exists && in->job.turn == next_turn;
-    if (want_turn && sandbox_coming && !journal_moving && !job_for_next && !stuck_runner &&
-        !stuck_sandbox) {
+    if (want_turn && sandbox_coming && !journal_moving && !persisting && !job_for_next &&
+        !stuck_runner && !stuck_sandbox) {
         if (!in->refs_checked)
             out->wants_refs = true;
         create(out, "batch/v1/jobs", children_turn_job(s, in->cfg, next_turn, in->price_json));
@@ -1206,7 +1229,8 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
 
     /* --- a finished session past its time to live ----------------------- */
     int64_t ttl = children_session_ttl(s, in->cfg);
-    if (ttl >= 0 && (streq(phase, "Succeeded") || streq(phase, "Failed")) && j->last_seq > 0) {
+    if (ttl >= 0 && (streq(phase, "Succeeded") || streq(phase, "Failed")) && j->last_seq > 0 &&
+        !persist_wanted) {
         int64_t expires = j->updated_at + ttl;
         if (in->now >= expires) {
             char *note = xasprintf("finished %lld s ago (ttlSecondsAfterFinished %lld): the "
@@ -1381,8 +1405,9 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     if (j->result_summary) {
         cJSON *r = cJSON_AddObjectToObject(st, "result");
         json_add_string(r, "summary", j->result_summary);
-        if (j->result_artifacts)
-            cJSON_AddItemToObject(r, "artifacts", json_dup(j->result_artifacts));
+        cJSON *arts = artstore_status_list(j->result_artifacts, j->result_turn, j->persisted);
+        if (arts)
+            cJSON_AddItemToObject(r, "artifacts", arts);
         if (j->result_value && !cJSON_IsNull(j->result_value)) /* not nullable in the CRD */
             cJSON_AddItemToObject(r, "value", json_dup(j->result_value));
         if (j->result_ref) {
@@ -1393,6 +1418,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             json_add_string(r, "valueSha256", json_get(j->result_ref, "sha256")->valuestring);
         }
     }
+    artifacts_condition(st, in, persist_wanted);
     if (j->first_request) {
         json_add_string(st, "firstModelRequestTime", j->first_request);
         if (!old_str(in->status, "firstModelRequestTime", NULL) && !is_fork &&
@@ -1440,6 +1466,65 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     free(fail_msg);
     free(stuck_msg);
     out->status = st;
+}
+
+/* ArtifactsPersisted: whether the last answer's files are in the store. */
+static void artifacts_condition(cJSON *st, const struct reconcile_input *in, bool wanted)
+{
+    const struct observed_journal *j = &in->journal;
+    if (cJSON_GetArraySize(j->result_artifacts) == 0 && !j->persisted && !wanted)
+        return;
+    const cJSON *e = json_get(j->persisted, "error");
+    if (wanted) {
+        set_cond(st, in, "ArtifactsPersisted", false, "Pending",
+                 "the files under output/ are copied to the artifact store once the sandbox "
+                 "is ready");
+        return;
+    }
+    if (!j->persisted) {
+        /* an answer recorded before the summary kept its turn */
+        set_cond(st, in, "ArtifactsPersisted", false, "NotPersisted",
+                 j->result_turn > 0
+                     ? "not copied while the session is suspended or Failed; they are once it "
+                       "goes on"
+                     : "this answer was recorded before the artifact store: kubectl tern "
+                       "persist copies output/ now");
+        return;
+    }
+    if (e) {
+        set_cond(st, in, "ArtifactsPersisted", false,
+                 old_str(e, "reason", NULL) ? old_str(e, "reason", NULL) : "PersistFailed",
+                 old_str(e, "message", NULL) ? old_str(e, "message", NULL) : "");
+        return;
+    }
+    int n = 0, missing = 0;
+    const char *first = NULL, *first_msg = NULL;
+    const cJSON *a;
+    cJSON_ArrayForEach(a, json_get(j->persisted, "artifacts"))
+    {
+        n++;
+        if (!cJSON_IsTrue(json_get(a, "stored"))) {
+            if (!missing++) {
+                first = old_str(a, "path", NULL);
+                first_msg = old_str(a, "message", NULL);
+            }
+        }
+    }
+    char *msg;
+    if (missing) {
+        msg = xasprintf("%d of %d files not stored; %s: %s", missing, n, first ? first : "?",
+                        first_msg ? first_msg : "");
+        char *m = cond_bounded(msg, 1024);
+        set_cond(st, in, "ArtifactsPersisted", false, "NotAllStored", m);
+        free(m);
+    } else {
+        msg = xasprintf("%d files in ConfigMap %s", n,
+                        old_str(j->persisted, "configMap", NULL) ? old_str(j->persisted,
+                                                                           "configMap", NULL)
+                                                                 : "?");
+        set_cond(st, in, "ArtifactsPersisted", true, "Persisted", msg);
+    }
+    free(msg);
 }
 
 int reconcile_new_token(char out[65])

@@ -94,6 +94,9 @@ struct observed_journal {
     const cJSON *result_artifacts; /* array of strings, or NULL */
     const cJSON *result_value;    /* the answer valid against spec.result.schema, or NULL */
     const cJSON *result_ref;      /* {path, size, sha256} of a larger one, or NULL */
+    int64_t result_turn;          /* the turn of that answer */
+    const cJSON *persisted;       /* the last artifacts_persisted data, or NULL */
+    const char *persist_request;  /* the last request it served, or NULL */
     /* why the last turn ended (turn_finished data): */
     const char *reason;           /* "maxTokens", "model_error", "JobFailed", ... or NULL */
     const char *message;          /* for people, or NULL */
@@ -133,6 +136,7 @@ struct reconcile_input {
     bool has_finalizer;
     const char *ann_approve, *ann_deny, *ann_decided_by, *ann_reason, *ann_fork, *ann_retry;
     const char *ann_memory_approve, *ann_memory_reject;
+    const char *ann_persist;         /* tern.dev/persist-artifacts, or NULL */
     bool retain_journal;
     const struct session_spec *spec; /* NULL when the spec is invalid */
     const char *invalid;             /* the validation message when spec is NULL */
@@ -189,6 +193,9 @@ enum reconcile_action_kind {
     RA_MEMORY_APPLY,        /* name (the memory ConfigMap), key (proposal id), turn,
                              * data (the proposal): apply an approved memory proposal
                              * and journal memory_applied (controller.c) */
+    RA_PERSIST_ARTIFACTS,   /* turn, key (the request or NULL), name (sandboxd "ip:port"),
+                             * data {"retain", "ttlSeconds"}: copy output/ into the artifact
+                             * store, then journal artifacts_persisted (controller/artifacts.h) */
 };
 
 struct reconcile_action {

@@ -33,6 +33,7 @@ static const char *const type_names[] = {
     [JOURNAL_EV_RETRY] = "retry",
     [JOURNAL_EV_MEMORY_DECIDED] = "memory_decided",
     [JOURNAL_EV_MEMORY_APPLIED] = "memory_applied",
+    [JOURNAL_EV_ARTIFACTS_PERSISTED] = "artifacts_persisted",
 };
 #define NTYPES (sizeof type_names / sizeof type_names[0])
 

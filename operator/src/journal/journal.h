@@ -89,6 +89,8 @@ enum journal_type {
                                 * "decision": approved|rejected, "decidedBy", "reason"} */
     JOURNAL_EV_MEMORY_APPLIED, /* the operator applied it (or could not): data {"id",
                                 * "result": applied|conflict, "message", ...} */
+    JOURNAL_EV_ARTIFACTS_PERSISTED, /* the operator stored output/: data {"turn", "request",
+                                     * "configMap", "artifacts", "error"} (docs/operator.md) */
 };
 
 /* "user_message" ... for a known type, NULL for UNKNOWN. */
@@ -160,6 +162,9 @@ struct journal_summary {
                              * bytes as compact JSON), or NULL */
     cJSON *result_ref;      /* its data.resultRef {path, size, sha256} (a larger
                              * valid answer in the workspace), or NULL */
+    int64_t result_turn;    /* the turn of that answer, 0 before any */
+    cJSON *persisted;       /* the last artifacts_persisted data, or NULL */
+    char *persist_request;  /* the last such event's data.request, or NULL */
     /* why the last turn ended (turn_finished data; cleared by turn_started): */
     char *reason;           /* data.reason, or NULL */
     char *message;          /* data.message, at most TERN_JOURNAL_MAX_REASON bytes */
@@ -193,7 +198,9 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
  * intent = false; turn_finished -> intent = false, outcome = data.outcome, reason/message/
  * limit/used/max from data (and result/artifacts/result_value/result_ref
  * from data.summary, data.artifacts, data.result and data.resultRef when
- * the outcome is completed); model_request -> the first
+ * the outcome is completed, result_turn = its turn); artifacts_persisted ->
+ * persisted = data, persist_request = data.request when present;
+ * model_request -> the first
  * one's time; good_seq follows every event except a failure's tail;
  * snapshot -> s replaced by data.summary; tool_result with a valid
  * data.memoryProposal -> a Pending proposal (once per id; when the list is

@@ -37,6 +37,8 @@ void journal_summary_done(struct journal_summary *s)
     cJSON_Delete(s->artifacts);
     cJSON_Delete(s->result_value);
     cJSON_Delete(s->result_ref);
+    cJSON_Delete(s->persisted);
+    free(s->persist_request);
     free(s->reason);
     free(s->message);
     free(s->limit);
@@ -64,6 +66,8 @@ void journal_summary_copy(struct journal_summary *dst, const struct journal_summ
     dst->artifacts = src->artifacts ? json_dup(src->artifacts) : NULL;
     dst->result_value = src->result_value ? json_dup(src->result_value) : NULL;
     dst->result_ref = src->result_ref ? json_dup(src->result_ref) : NULL;
+    dst->persisted = src->persisted ? json_dup(src->persisted) : NULL;
+    dst->persist_request = sdup(src->persist_request);
     dst->reason = sdup(src->reason);
     dst->message = sdup(src->message);
     dst->limit = sdup(src->limit);
@@ -399,9 +403,16 @@ int journal_summary_apply(struct journal_summary *s, const struct journal_event 
             s->result_value = result_value(json_get(d, "result"));
             cJSON_Delete(s->result_ref);
             s->result_ref = result_ref(json_get(d, "resultRef"));
+            s->result_turn = ev->turn;
         }
         break;
     }
+    case JOURNAL_EV_ARTIFACTS_PERSISTED:
+        cJSON_Delete(s->persisted);
+        s->persisted = json_dup(d);
+        if (data_str(d, "request"))
+            set_bounded(&s->persist_request, data_str(d, "request"));
+        break;
     case JOURNAL_EV_SNAPSHOT: {
         const cJSON *sj = json_get(d, "summary");
         if (cJSON_IsObject(sj)) {
@@ -468,6 +479,12 @@ cJSON *journal_summary_to_json(const struct journal_summary *s)
         cJSON_AddItemToObject(o, "resultValue", json_dup(s->result_value));
     if (s->result_ref)
         cJSON_AddItemToObject(o, "resultRef", json_dup(s->result_ref));
+    if (s->result_turn)
+        json_add_int64(o, "resultTurn", s->result_turn);
+    if (s->persisted)
+        cJSON_AddItemToObject(o, "persisted", json_dup(s->persisted));
+    if (s->persist_request)
+        json_add_string(o, "persistRequest", s->persist_request);
     if (s->reason)
         json_add_string(o, "reason", s->reason);
     if (s->message)
@@ -501,9 +518,14 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
     const cJSON *u = NULL, *p = NULL, *lim = NULL;
     const char *outcome = NULL, *updated = NULL, *last_decided = NULL, *result = NULL;
     const char *reason = NULL, *message = NULL, *first_request = NULL, *lname = NULL;
-    const cJSON *artifacts = NULL, *memory = NULL;
+    const cJSON *artifacts = NULL, *memory = NULL, *persisted = NULL;
+    const char *persist_request = NULL;
     if (!cJSON_IsObject(o) ||
         json_get_array(o, "summary", "memoryProposals", JSON_OPTIONAL, &memory, err) ||
+        json_get_int_range(o, "summary", "resultTurn", JSON_OPTIONAL, 0, INT64_MAX,
+                           &s.result_turn, err) ||
+        json_get_object(o, "summary", "persisted", JSON_OPTIONAL, &persisted, err) ||
+        json_get_string(o, "summary", "persistRequest", JSON_OPTIONAL, &persist_request, err) ||
         json_get_string(o, "summary", "reason", JSON_OPTIONAL, &reason, err) ||
         json_get_string(o, "summary", "message", JSON_OPTIONAL, &message, err) ||
         json_get_string(o, "summary", "firstRequest", JSON_OPTIONAL, &first_request, err) ||
@@ -585,6 +607,8 @@ int journal_summary_decode(const char *value, size_t len, struct journal_summary
     s.memory = memory && cJSON_GetArraySize(memory) > 0 ? json_dup(memory) : NULL;
     s.result_value = result_value(json_get(o, "resultValue"));
     s.result_ref = result_ref(json_get(o, "resultRef"));
+    s.persisted = persisted ? json_dup(persisted) : NULL;
+    s.persist_request = sdup(persist_request);
 out:
     cJSON_Delete(o);
     if (r) {

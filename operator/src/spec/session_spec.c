@@ -1127,7 +1127,7 @@ static int parse_one(const cJSON *obj, struct session_spec **ret, struct tern_er
     static const char *const spec_fields[] = {
         "objective", "identity", "context", "skills",   "memory",  "messages", "permissions",
         "tools",     "limits",   "model",   "sandbox",  "approval", "suspend", "forkFrom",
-        "ttlSecondsAfterFinished", "result", NULL};
+        "ttlSecondsAfterFinished", "result", "retainArtifacts", NULL};
     static const char *const identity_fields[] = {"serviceAccountName", NULL};
     static const char *const memory_fields[] = {"configMapRef", NULL};
     struct session_spec *s = xcalloc(1, sizeof *s);
@@ -1194,6 +1194,18 @@ static int parse_one(const cJSON *obj, struct session_spec **ret, struct tern_er
     if ((r = json_get_int_range(spec, "spec", "ttlSecondsAfterFinished", JSON_OPTIONAL, 0,
                                 SESSION_MAX_TTL_SECONDS, &s->ttl_seconds_after_finished, err)))
         goto out;
+    o = NULL;
+    if ((r = json_get_object(spec, "spec", "retainArtifacts", JSON_OPTIONAL, &o, err)))
+        goto out;
+    if (o) {
+        static const char *const ra_fields[] = {"ttlSeconds", NULL};
+        if ((r = check_fields(o, "spec.retainArtifacts", ra_fields, err)) ||
+            (r = json_get_int_range(o, "spec.retainArtifacts", "ttlSeconds", JSON_REQUIRED, 1,
+                                    SESSION_MAX_TTL_SECONDS, &s->retain_artifacts.ttl_seconds,
+                                    err)))
+            goto out;
+        s->retain_artifacts.set = true;
+    }
     if ((r = parse_fork(spec, s, err)))
         goto out;
     *ret = s;

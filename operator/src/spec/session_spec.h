@@ -226,6 +226,14 @@ struct session_spec {
      * unset (the operator's default applies), 0 = delete at once */
     int64_t ttl_seconds_after_finished;
 
+    /* spec.retainArtifacts: persisted artifacts outlive the session until
+     * ttl_seconds after they were stored (docs/operator.md, "Artifacts");
+     * unset: they are owned by the session and go with it */
+    struct {
+        bool set;
+        int64_t ttl_seconds;
+    } retain_artifacts;
+
     struct {
         bool set;
         char *session;

@@ -24,6 +24,9 @@
  *   .../sessions/NAME/files?path=P&depth=D             the workspace listing
  *   .../sessions/NAME/content?path=P                   a file's bytes
  *   .../sessions/NAME/artifacts                        the last answer's files
+ *   .../sessions/NAME/artifacts?path=P                 a persisted file's bytes
+ *        (from the artifact store: also after the pod and, when retained,
+ *        the session are gone)
  * plus discovery (/apis, /apis/stream.tern.dev, .../v1alpha1) and empty
  * OpenAPI documents. Files come from the session's sandboxd while its pod
  * runs, else from a short-lived read-only viewer (sapi_backend.sandbox).
@@ -136,6 +139,13 @@ struct sapi_backend {
      * sandbox (and no viewer asked); other codes with err. */
     int (*sandbox)(void *ctx, const cJSON *session, bool viewer, char **ret_addr,
                    char **ret_token, struct tern_err *err);
+    /* The artifact store's sets of session ns/name (ConfigMaps labelled
+     * tern.dev/role=artifacts, tern.dev/session=name, at most
+     * TERN_ARTIFACTS_MAX_SETS, whole), or with configmap only that set
+     * (a fork's journal may name its parent's): a JSON array owned by the
+     * caller. Also after the session is gone (retained sets). May be NULL. */
+    int (*artifact_sets)(void *ctx, const char *ns, const char *name, const char *configmap,
+                         cJSON **ret, struct tern_err *err);
     void *ctx;
 };
 

@@ -3,6 +3,7 @@
 #include "sapi_internal.h"
 
 #include "base/mem.h"
+#include "controller/artstore.h"
 #include "http/httpc.h"
 #include "journal/journal.h"
 #include "json/json.h"
@@ -958,35 +959,132 @@ static void workspace(struct sapi_conn *c)
     cJSON_Delete(s);
 }
 
+/* The set to serve among a session's stored sets: the one the journal
+ * recorded (configMap) when the session is there, else the latest of the
+ * newest session of that name (highest turn, then the latest created). */
+static const cJSON *pick_set(const cJSON *sets, const char *recorded)
+{
+    const cJSON *best = NULL, *it;
+    const char *best_uid = NULL, *best_created = "";
+    int64_t best_turn = -1;
+    cJSON_ArrayForEach(it, sets)
+    {
+        const cJSON *md = json_get(it, "metadata");
+        const char *name = str_at(md, "name", NULL);
+        if (recorded) {
+            if (name && strcmp(name, recorded) == 0)
+                return it;
+            continue;
+        }
+        const char *created = str_at(md, "creationTimestamp", NULL);
+        const char *uid = str_at(json_get(md, "labels"), "tern.dev/session-uid", NULL);
+        int64_t turn = -1;
+        const char *t = str_at(json_get(md, "labels"), "tern.dev/turn", NULL);
+        if (t) {
+            turn = 0;
+            for (const char *p = t; *p >= '0' && *p <= '9' && turn < INT64_MAX / 10 - 10; p++)
+                turn = turn * 10 + (*p - '0');
+        }
+        if (!created)
+            created = "";
+        /* RFC 3339 UTC times order as strings */
+        bool newer_session = best && uid && best_uid && strcmp(uid, best_uid) != 0 &&
+                             strcmp(created, best_created) > 0;
+        bool same_session = best && uid && best_uid && strcmp(uid, best_uid) == 0;
+        if (!best || newer_session ||
+            (same_session && (turn > best_turn ||
+                              (turn == best_turn && strcmp(created, best_created) > 0)))) {
+            best = it;
+            best_uid = uid;
+            best_created = created;
+            best_turn = turn;
+        }
+    }
+    return best;
+}
+
 static void artifacts(struct sapi_conn *c)
 {
-    if (!sapi__allowed(c, "get", c->req.name, ""))
+    bool content = c->req.path[0] != 0;
+    /* a file's bytes are a permission of their own, as for content */
+    if (!sapi__allowed(c, "get", c->req.name, content ? "workspace" : ""))
         return;
-    cJSON *s = find_session(c);
-    if (!s)
-        return;
-    struct journal *j = open_journal(c, s);
-    if (j) {
+    const struct sapi_backend *b = &c->s->cfg.backend;
+    cJSON *s = b->session(b->ctx, c->req.ns, c->req.name);
+    cJSON *sets = NULL, *items = NULL, *man = NULL;
+    struct journal *j = NULL;
+    struct tern_err e = {0};
+    const char *recorded = NULL, *summary = NULL;
+    if (s) {
+        if (!(j = open_journal(c, s)))
+            goto out;
         const struct journal_summary *sum = journal_summary(j);
-        cJSON *o = cJSON_CreateObject();
-        json_add_string(o, "apiVersion", GV);
-        json_add_string(o, "kind", "SessionArtifactList");
-        cJSON *items = cJSON_AddArrayToObject(o, "items");
-        const cJSON *a;
-        cJSON_ArrayForEach(a, sum->artifacts)
-        {
-            if (!cJSON_IsString(a))
-                continue;
-            cJSON *it = cJSON_CreateObject();
-            json_add_string(it, "path", a->valuestring);
-            cJSON_AddItemToArray(items, it);
+        items = artstore_status_list(sum->artifacts, sum->result_turn, sum->persisted);
+        recorded = str_at(sum->persisted, "configMap", NULL);
+        summary = sum->result;
+        if (!content)
+            goto reply;
+        if (!recorded) {
+            sapi__status(c, 404, "NotFound",
+                         "%s: no artifacts of session %s are persisted (yet); without a "
+                         "persisted set, content?path= reads the workspace",
+                         c->req.path, c->req.name);
+            goto out;
         }
-        if (sum->result)
-            json_add_string(o, "summary", sum->result);
-        sapi__reply_json(c, 200, o);
-        cJSON_Delete(o);
-        journal_free(j);
     }
+    if (!b->artifact_sets ||
+        b->artifact_sets(b->ctx, c->req.ns, c->req.name, recorded, &sets, &e)) {
+        sapi__status_rc(c, b->artifact_sets ? e.code : TERN_ENOTFOUND, "the artifact store",
+                        b->artifact_sets ? e.msg : "no artifact store");
+        goto out;
+    }
+    const cJSON *set = pick_set(sets, recorded);
+    if (!set) {
+        sapi__status(c, 404, "NotFound", "sessions.%s \"%s\" not found%s", SAPI_GROUP,
+                     c->req.name, s ? ": its persisted set is not in the store" : "");
+        goto out;
+    }
+    if (content) {
+        unsigned char *raw = NULL;
+        size_t n = 0;
+        char sha[65];
+        int rc = artstore_file(set, c->req.path, &raw, &n, sha, &e);
+        if (rc == TERN_ENOTFOUND)
+            sapi__status(c, 404, "NotFound", "%s", e.msg);
+        else if (rc)
+            sapi__status(c, 500, "InternalError", "the artifact store: %s", e.msg);
+        else
+            sapi__reply(c, 200, "application/octet-stream", (const char *)raw, n);
+        free(raw);
+        goto out;
+    }
+    /* the session is gone: the set's own manifest */
+    const cJSON *mt = json_get(json_get(set, "data"), ARTSTORE_MANIFEST);
+    if (!cJSON_IsString(mt) ||
+        artstore_parse_manifest(mt->valuestring, strlen(mt->valuestring), &man, &e)) {
+        sapi__status(c, 500, "InternalError", "the artifact store: %s",
+                     cJSON_IsString(mt) ? e.msg : "a set without a manifest");
+        goto out;
+    }
+    items = json_dup(json_get(man, "artifacts"));
+reply: {
+    cJSON *o = cJSON_CreateObject();
+    json_add_string(o, "apiVersion", GV);
+    json_add_string(o, "kind", "SessionArtifactList");
+    cJSON_AddItemToObject(o, "items", items ? items : cJSON_CreateArray());
+    items = NULL;
+    if (summary)
+        json_add_string(o, "summary", summary);
+    if (!s)
+        cJSON_AddTrueToObject(o, "sessionDeleted");
+    sapi__reply_json(c, 200, o);
+    cJSON_Delete(o);
+}
+out:
+    cJSON_Delete(man);
+    cJSON_Delete(items);
+    cJSON_Delete(sets);
+    journal_free(j);
     cJSON_Delete(s);
 }
 

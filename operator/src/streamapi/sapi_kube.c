@@ -3,6 +3,7 @@
 
 #include "base/base64.h"
 #include "base/mem.h"
+#include "controller/artstore.h"
 #include "json/json.h"
 #include "kube/kclient.h"
 #include "kube/kmap.h"
@@ -517,6 +518,47 @@ int sapi_kube_new(const struct sapi_kube_config *cfg, struct sapi_kube **ret,
     return 0;
 }
 
+static int k_artifact_sets(void *ctx, const char *ns, const char *name, const char *configmap,
+                           cJSON **ret, struct tern_err *err)
+{
+    struct sapi_kube *k = ctx;
+    static const struct kgvr cms = {"", "v1", "configmaps"};
+    if (configmap) {
+        struct kclient *kc = client_get(k);
+        struct kclient_err ke = {0};
+        cJSON *cm = NULL;
+        int rc = kclient_get(kc, &cms, ns, configmap, &cm, &ke);
+        client_put(k, kc);
+        if (rc && rc != TERN_ENOTFOUND)
+            return err_set(err, rc, "reading the artifact store: %s", ke.e.msg);
+        *ret = cJSON_CreateArray();
+        const char *role = str_at(json_get(json_get(cm, "metadata"), "labels"),
+                                  CHILDREN_LABEL_ROLE, NULL);
+        if (cm && role && strcmp(role, ARTSTORE_ROLE) == 0)
+            cJSON_AddItemToArray(*ret, cm);
+        else
+            cJSON_Delete(cm);
+        return 0;
+    }
+    char *sel = xasprintf("%s=%s,%s=%s", CHILDREN_LABEL_ROLE, ARTSTORE_ROLE,
+                          CHILDREN_LABEL_SESSION, name);
+    struct kclient_list_opts o = {.label_selector = sel, .limit = TERN_ARTIFACTS_MAX_SETS};
+    struct kclient *kc = client_get(k);
+    struct kclient_err ke = {0};
+    cJSON *list = NULL;
+    int rc = kclient_list(kc, &cms, ns, &o, &list, &ke);
+    client_put(k, kc);
+    free(sel);
+    if (rc) {
+        cJSON_Delete(list);
+        return err_set(err, rc, "listing the artifact store: %s", ke.e.msg);
+    }
+    cJSON *items = cJSON_DetachItemFromObjectCaseSensitive(list, "items");
+    cJSON_Delete(list);
+    *ret = cJSON_IsArray(items) ? items : (cJSON_Delete(items), cJSON_CreateArray());
+    return 0;
+}
+
 void sapi_kube_backend(struct sapi_kube *k, struct etcd *etcd, struct sapi_backend *ret)
 {
     *ret = (struct sapi_backend){.etcd = etcd,
@@ -524,6 +566,7 @@ void sapi_kube_backend(struct sapi_kube *k, struct etcd *etcd, struct sapi_backe
                                  .session = k_session,
                                  .each_session = k_each_session,
                                  .sandbox = k_sandbox,
+                                 .artifact_sets = k_artifact_sets,
                                  .ctx = k};
 }
 
