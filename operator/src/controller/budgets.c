@@ -766,6 +766,7 @@ void budgets_free(struct budgets *b)
     if (!b)
         return;
     atomic_store(&b->stop, true);
+    informer_cancel(b->inf); /* noticed while the others stop */
     budgets_stop(b);
     if (b->watcher_started)
         pthread_join(b->watcher, NULL);

@@ -1304,6 +1304,8 @@ void controller_free(struct controller *c)
     controller_stop_workers(c);
     if (c->sum_started)
         pthread_join(c->sum_thread, NULL);
+    for (int w = 0; w < W_COUNT; w++)
+        informer_cancel(c->inf[w]); /* all at once: each notices within a second */
     budgets_free(c->budgets); /* it reads the session informer */
     for (int w = 0; w < W_COUNT; w++)
         informer_free(c->inf[w]);
