@@ -599,7 +599,7 @@ TEST_T(writes_while_the_auth_store_changes, 60)
     pthread_t th;
     ASSERT_EQ_INT(pthread_create(&th, NULL, churn_main, &ch), 0);
     int failed = 0;
-    char first[256] = "";
+    char first[sizeof e.msg] = "";
     int i = 0;
     for (; i < 3000 && (i < 200 || ch.changes < 90); i++) {
         char k[32];
