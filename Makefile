@@ -138,10 +138,14 @@ unit: all
 # The real control plane is built when Go is there (tests/run-suites says
 # so on one line when it is not, and runs the rest); the images always
 # (their tools are Debian packages, installed by images-deps).
+# The two build trees are built by one make with TEST_JOBS jobs (default 2,
+# the CI machine's cores) unless make test was given -j itself: CI runs a
+# plain `make test`, which used to compile everything one file at a time.
+TEST_JOBS ?= 2
+TEST_J = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(TEST_JOBS))
 test: deps images-deps
 	@$(MAKE) --no-print-directory lint
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory asan
+	@$(MAKE) --no-print-directory $(TEST_J) all asan
 	@if command -v go >/dev/null 2>&1; then tests/kube/build build/kube/bin; fi
 	@$(MAKE) --no-print-directory images
 	@tests/run-suites all

@@ -380,12 +380,15 @@ class KubeCluster:
                          self.pki.read("admin.crt"), self.pki.read("admin.key"), "tern-admin")
         self.start_controller_manager()
         self.start_scheduler()
+        # tern-node starts while the controller-manager does (its Ready
+        # wait covers the controller-manager's start: the node lifecycle
+        # controller lifts the not-ready taint)
+        if node:
+            self.start_node()
         # the default ServiceAccount appears once the controller-manager runs
         wait_for("ServiceAccount default/default", lambda: self.kubectl(
             "get", "serviceaccount", "default", "-n", "default", check=False).strip(), 90,
             interval=0.25)
-        if node:
-            self.start_node()
         return self.kubeconfig
 
     def user_kubeconfig(self, user, groups=()):

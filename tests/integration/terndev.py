@@ -159,6 +159,38 @@ class Suite:
             for line in traceback.format_exc().splitlines():
                 print("    " + line, flush=True)
 
+    def run_together(self, cases, *args):
+        """Runs independent scenarios at once, one thread each, and reports
+        them like run() in the order given once all have ended. For
+        scenarios that mostly wait (for a phase, a requeue, a time limit)
+        and touch nothing the others look at: their own sessions, models
+        and namespaces, counters read as "at least". cases: [(name, fn)]."""
+        import threading
+        results = [None] * len(cases)
+
+        def one(i, fn):
+            t = time.time()
+            try:
+                fn(*args)
+                results[i] = (time.time() - t, None)
+            except Exception:
+                results[i] = (time.time() - t, traceback.format_exc())
+        threads = [threading.Thread(target=one, args=(i, fn), daemon=True)
+                   for i, (_, fn) in enumerate(cases)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        for (name, _), (secs, tb) in zip(cases, results):
+            if tb is None:
+                self.passed += 1
+                print("ok   %s (%.1fs, concurrently)" % (name, secs), flush=True)
+                continue
+            self.failed += 1
+            print("FAIL %s" % name, flush=True)
+            for line in tb.splitlines():
+                print("    " + line, flush=True)
+
     def finish(self):
         print("%d passed, %d failed" % (self.passed, self.failed), flush=True)
         sys.exit(1 if self.failed else 0)

@@ -273,21 +273,27 @@ def main():
         t.create_secret("model", "api-key", "test")
         t.apply_runner_rbac()
         t.start_operator()
-        for name, fn in [
-            ("approve", scenario_approve),
-            ("deny", scenario_deny),
-            ("wrong_approval_id", scenario_wrong_approval_id),
-            ("approval_timeout", scenario_approval_timeout),
-            ("invalid_manifest", scenario_invalid_manifest),
+        for entry in [
+            # sessions of their own, each waiting on its own phases: together
+            [("approve", scenario_approve),
+             ("deny", scenario_deny),
+             ("wrong_approval_id", scenario_wrong_approval_id),
+             ("approval_timeout", scenario_approval_timeout),
+             ("invalid_manifest", scenario_invalid_manifest),
+             ("delete_cleans_up", scenario_delete_cleans_up)],
+            # alone: it compares every Job of the namespace before and after
             ("reapply_starts_no_new_work", scenario_reapply_starts_no_new_work),
-            ("delete_cleans_up", scenario_delete_cleans_up),
+            # alone: it kills the operator
             ("operator_restart", scenario_operator_restart),
-            ("suspend_resume", scenario_suspend_resume),
-            ("fork", scenario_fork),
+            [("suspend_resume", scenario_suspend_resume),
+             ("fork", scenario_fork)],
         ]:
-            if only and not any(o in name for o in only):
-                continue
-            suite.run(name, fn, t)
+            group = entry if isinstance(entry, list) else [entry]
+            group = [(n, f) for n, f in group if not only or any(o in n for o in only)]
+            if len(group) > 1:
+                suite.run_together(group, t)
+            elif group:
+                suite.run(group[0][0], group[0][1], t)
         if suite.failed:
             for n in ("tern-operator", "tern-dev"):
                 print("---- %s log (tail)" % n)

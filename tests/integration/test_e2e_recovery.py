@@ -537,21 +537,28 @@ SCENARIOS = [
      scenario_fork_of_a_failed_session_starts_from_its_last_good_point),
     ("fork_into_a_taken_name_is_refused", scenario_fork_into_a_taken_name_is_refused),
     ("fork_while_an_approval_waits", scenario_fork_while_an_approval_waits),
-    ("missing_model_secret_blocks_then_goes_on", scenario_missing_model_secret_blocks_then_goes_on),
-    ("missing_configmap_blocks_then_goes_on", scenario_missing_configmap_blocks_then_goes_on),
-    ("namespace_without_runner_identity_blocks_then_goes_on",
-     scenario_namespace_without_runner_identity_blocks_then_goes_on),
-    ("bad_image_and_unschedulable_sandbox_are_told",
-     scenario_bad_image_and_unschedulable_sandbox_are_told),
-    ("unreachable_model_is_told_and_fixing_it_goes_on",
-     scenario_unreachable_model_is_told_and_fixing_it_goes_on),
-    ("timeout_during_a_tool_call_is_the_limit", scenario_timeout_during_a_tool_call_is_the_limit),
+    # sessions that wait (for a requeue of what is not watched: references
+    # 10 s, the price table 30 s; for a time limit): run together, each
+    # with its own sessions, models and names
+    [
+        ("missing_model_secret_blocks_then_goes_on",
+         scenario_missing_model_secret_blocks_then_goes_on),
+        ("missing_configmap_blocks_then_goes_on", scenario_missing_configmap_blocks_then_goes_on),
+        ("namespace_without_runner_identity_blocks_then_goes_on",
+         scenario_namespace_without_runner_identity_blocks_then_goes_on),
+        ("bad_image_and_unschedulable_sandbox_are_told",
+         scenario_bad_image_and_unschedulable_sandbox_are_told),
+        ("unreachable_model_is_told_and_fixing_it_goes_on",
+         scenario_unreachable_model_is_told_and_fixing_it_goes_on),
+        ("timeout_during_a_tool_call_is_the_limit",
+         scenario_timeout_during_a_tool_call_is_the_limit),
+        ("unpriced_model_with_a_cost_limit_is_refused",
+         scenario_unpriced_model_with_a_cost_limit_is_refused),
+    ],
     ("suspending_a_finished_session_keeps_it_completed",
      scenario_suspending_a_finished_session_keeps_it_completed),
     ("approve_with_a_wrong_id_fails", scenario_approve_with_a_wrong_id_fails),
     ("task_md_and_the_prompt_agree", scenario_task_md_and_the_prompt_agree),
-    ("unpriced_model_with_a_cost_limit_is_refused",
-     scenario_unpriced_model_with_a_cost_limit_is_refused),
     # last: it reads what the scenarios before it left in metrics and logs
     ("signals_metrics_and_logs", scenario_signals_metrics_and_logs),
 ]
@@ -593,10 +600,13 @@ def main():
         t.metrics_addr = "127.0.0.1:%d" % ternlocal.free_port()
         t.start_operator(extra=("--metrics-addr", t.metrics_addr,
                                 "--prices-configmap", "default/tern-prices"))
-        for name, fn in SCENARIOS:
-            if only and not any(o in name for o in only):
-                continue
-            suite.run(name, fn, t)
+        for entry in SCENARIOS:
+            group = entry if isinstance(entry, list) else [entry]
+            group = [(n, f) for n, f in group if not only or any(o in n for o in only)]
+            if len(group) > 1:
+                suite.run_together(group, t)
+            elif group:
+                suite.run(group[0][0], group[0][1], t)
         if suite.failed:
             for n in ("tern-operator", "tern-dev"):
                 print("---- %s log (tail)" % n)

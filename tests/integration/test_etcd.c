@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -539,6 +540,85 @@ TEST(auth_username_password_token)
                                                       .start_revision = rev},
                              on_batch, &w, NULL, NULL, &e),
                   42);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
+struct churn {
+    struct etcd *admin;
+    atomic_bool stop;
+    int changes;
+};
+
+static void *churn_main(void *arg)
+{
+    struct churn *ch = arg;
+    char name[32];
+    while (!atomic_load(&ch->stop)) {
+        snprintf(name, sizeof name, "churn-%d", ch->changes % 8);
+        struct tern_err e = {0};
+        /* a burst as one new session makes (user, role, grant), then a pause */
+        if (etcd_role_add(ch->admin, name, &e) == 0) {
+            (void)etcd_role_grant(ch->admin, name, ETCD_PERM_READWRITE,
+                                  &(struct etcd_keys){.key = "/x/", .prefix = true}, &e);
+            (void)etcd_role_delete(ch->admin, name, &e);
+        }
+        ch->changes += 3;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+/* Users and roles change while a user writes (the operator adds a user, a
+ * role and a grant per new session): etcd refuses a request checked
+ * against the older auth store ("revision of auth store is old", not
+ * applied); the client tries it again instead of failing the caller. */
+TEST_T(writes_while_the_auth_store_changes, 60)
+{
+    static const char *const bcrypt[] = {"--bcrypt-cost=4", NULL};
+    struct tern_err e = {0};
+    if (etcd_fixture_start(&fx, th_tmpdir(), &(struct etcd_fixture_opts){.extra_args = bcrypt},
+                           &e))
+        th_fail(__FILE__, __LINE__, "etcd fixture: %s", e.msg);
+    raw_post("/v3/auth/user/add", "{\"name\":\"root\",\"password\":\"pw\"}", NULL);
+    raw_post("/v3/auth/role/add", "{\"name\":\"root\"}", NULL);
+    raw_post("/v3/auth/user/grant", "{\"user\":\"root\",\"role\":\"root\"}", NULL);
+    raw_post("/v3/auth/enable", "{}", NULL);
+    const char *eps[] = {fx.url};
+    struct etcd *c = NULL;
+    struct churn ch = {0};
+    ASSERT_OK(etcd_new(
+        &(struct etcd_config){
+            .endpoints = eps, .nendpoints = 1, .username = "root", .password = "pw"},
+        &ch.admin, &e));
+    ASSERT_OK(etcd_new(
+        &(struct etcd_config){
+            .endpoints = eps, .nendpoints = 1, .username = "root", .password = "pw"},
+        &c, &e));
+    pthread_t th;
+    ASSERT_EQ_INT(pthread_create(&th, NULL, churn_main, &ch), 0);
+    int failed = 0;
+    char first[sizeof e.msg] = "";
+    int i = 0;
+    for (; i < 3000 && (i < 200 || ch.changes < 90); i++) {
+        char k[32];
+        snprintf(k, sizeof k, "/race/%d", i);
+        struct etcd_put_resp pr;
+        e.msg[0] = 0;
+        if (etcd_put(c, &(struct etcd_put_req){.key = k, .value = "v", .value_len = 1}, &pr,
+                     &e) == 0)
+            etcd_put_resp_done(&pr);
+        else if (failed++ == 0)
+            snprintf(first, sizeof first, "%s", e.msg);
+    }
+    atomic_store(&ch.stop, true);
+    pthread_join(th, NULL);
+    printf("    %d writes during %d auth store changes, %d failed%s%s\n", i, ch.changes,
+           failed, failed ? ": " : "", first);
+    ASSERT_EQ_INT(ch.changes >= 90, 1);
+    ASSERT_EQ_INT(failed, 0);
+    etcd_free(ch.admin);
     etcd_free(c);
     etcd_fixture_stop(&fx);
 }

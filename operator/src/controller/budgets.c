@@ -365,15 +365,13 @@ static void *watch_main(void *arg)
 {
     struct budgets *b = arg;
     while (!atomic_load(&b->stop)) {
-        int64_t rev = 0;
-        if (etcd_revision(b->cfg.etcd, &rev, NULL) == 0) {
-            struct etcd_watch_req req = {.keys = {.key = "/tern/v1/b/", .prefix = true},
-                                         .start_revision = rev + 1,
-                                         .give_up_ms = -1};
-            if (etcd_watch(b->cfg.etcd, &req, on_counters, b, &b->stop, NULL, NULL) ==
-                -ECANCELED)
-                break;
-        }
+        /* start_revision 0: the watch pins "now" by a read within
+         * /tern/v1/b/ (the operator's etcd role on the locked journal may
+         * not read the whole key space, so etcd_revision is refused) */
+        struct etcd_watch_req req = {.keys = {.key = "/tern/v1/b/", .prefix = true},
+                                     .give_up_ms = -1};
+        if (etcd_watch(b->cfg.etcd, &req, on_counters, b, &b->stop, NULL, NULL) == -ECANCELED)
+            break;
         for (int i = 0; i < 20 && !atomic_load(&b->stop); i++) {
             struct timespec ts = {0, 50 * 1000000L};
             nanosleep(&ts, NULL);
@@ -768,6 +766,7 @@ void budgets_free(struct budgets *b)
     if (!b)
         return;
     atomic_store(&b->stop, true);
+    informer_cancel(b->inf); /* noticed while the others stop */
     budgets_stop(b);
     if (b->watcher_started)
         pthread_join(b->watcher, NULL);

@@ -1755,6 +1755,8 @@ void controller_free(struct controller *c)
         pthread_join(c->sum_thread, NULL);
     if (c->sweep_started)
         pthread_join(c->sweep_thread, NULL);
+    for (int w = 0; w < W_COUNT; w++)
+        informer_cancel(c->inf[w]); /* all at once: each notices within a second */
     budgets_free(c->budgets); /* it reads the session informer */
     for (int w = 0; w < W_COUNT; w++)
         informer_free(c->inf[w]);

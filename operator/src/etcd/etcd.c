@@ -327,6 +327,21 @@ bool etcd__need_token(struct etcd *c)
     return need;
 }
 
+/* Whether an error reply says the request raced a change of users or roles
+ * (etcd checked it against an older auth store and did not apply it). */
+static bool auth_store_moved(const cJSON *j)
+{
+    const cJSON *m = j ? json_get(j, "message") : NULL;
+    if (!cJSON_IsString(m))
+        m = j ? json_get(j, "error") : NULL;
+    return cJSON_IsString(m) && strstr(m->valuestring, "revision of auth store is old");
+}
+
+/* Tries a request that raced a change of users or roles this often (the
+ * operator creates a user, a role and a grant per session: a burst of new
+ * sessions moves the auth store several times in a row). */
+#define AUTH_RACE_RETRIES 4
+
 /* Sends body to path, failing over between endpoints. Returns 0 and the
  * parsed 200 reply in *ret, or an error (see etcd.h). */
 static int call(struct etcd *c, const char *path, const char *body, size_t body_len,
@@ -338,6 +353,7 @@ static int call(struct etcd *c, const char *path, const char *body, size_t body_
     int r = TERN_EUNREACHABLE;
     size_t start = atomic_load(&c->cur);
     bool reauthed = false;
+    int raced = 0;
     for (size_t attempt = 0; attempt < c->neps; attempt++) {
         size_t idx = (start + attempt) % c->neps;
         const char *ep = c->eps[idx];
@@ -406,7 +422,15 @@ static int call(struct etcd *c, const char *path, const char *body, size_t body_
         }
         bool unavailable;
         r = etcd__map_error(resp.status, j, &unavailable, err);
-        if (r == TERN_EAUTH && c->user && !reauthed) {
+        if (r == TERN_EAUTH && c->user && reauthed && auth_store_moved(j) &&
+            raced < AUTH_RACE_RETRIES) {
+            /* not applied: raced another change of users or roles; again,
+             * after a few ms (the rest of a burst of changes) */
+            raced++;
+            retry_same = true;
+            struct timespec ts = {0, raced * 5 * 1000000L};
+            nanosleep(&ts, NULL);
+        } else if (r == TERN_EAUTH && c->user && !reauthed) {
             /* an expired token: get a new one and retry on this endpoint */
             pthread_mutex_lock(&c->mu);
             free(c->token);

@@ -528,14 +528,21 @@ int informer_start(struct informer *inf)
     return 0;
 }
 
-void informer_stop(struct informer *inf)
+void informer_cancel(struct informer *inf)
 {
-    if (!inf->running)
+    if (!inf || !inf->running)
         return;
     pthread_mutex_lock(&inf->mu);
     atomic_store(&inf->stop, true);
     pthread_cond_broadcast(&inf->cond);
     pthread_mutex_unlock(&inf->mu);
+}
+
+void informer_stop(struct informer *inf)
+{
+    if (!inf->running)
+        return;
+    informer_cancel(inf);
     pthread_join(inf->thread, NULL);
     inf->running = false;
 }

@@ -81,6 +81,12 @@ struct informer *informer_new(struct kubeconfig *cfg, const struct informer_opts
 int informer_start(struct informer *inf);
 /* Stops the thread (aborting a running request) and joins it. Idempotent. */
 void informer_stop(struct informer *inf);
+/* Asks the thread to stop without waiting for it (informer_stop or
+ * informer_free joins it). A running request notices within about a
+ * second (libcurl's progress callback), so asking every informer first and
+ * then joining them takes one such wait, not one per informer. Accepts
+ * NULL; idempotent. */
+void informer_cancel(struct informer *inf);
 /* Stops if running and frees the cache. Accepts NULL. */
 void informer_free(struct informer *inf);
 

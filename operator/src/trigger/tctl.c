@@ -252,6 +252,8 @@ void tctl_free(struct tctl *t)
     if (!t)
         return;
     tctl_stop_workers(t);
+    informer_cancel(t->triggers);
+    informer_cancel(t->sessions);
     informer_free(t->triggers);
     informer_free(t->sessions);
     workqueue_shutdown(t->q);
