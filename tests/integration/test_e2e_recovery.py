@@ -497,7 +497,7 @@ def scenario_signals_metrics_and_logs(t):
     # the census (kept by the informer's handlers, not counted per scrape)
     # agrees with the API's sessions by phase, and the caches say their size
     def census_matches():
-        items = json.loads(t.kubectl("get", "agentsessions", "-o", "json"))["items"]
+        items = json.loads(t.kubectl("get", "agentsessions", "-A", "-o", "json"))["items"]
         want = {}
         for s in items:
             p = s.get("status", {}).get("phase") or "Unknown"
@@ -505,8 +505,13 @@ def scenario_signals_metrics_and_logs(t):
         text = metrics(t)
         got = {m.group(1): int(float(m.group(2))) for m in re.finditer(
             r'^tern_sessions\{phase="([^"]*)"\} (\S+)$', text, re.M) if float(m.group(2))}
+        seen[:] = [got, want]
         return got == want
-    wait_for("the census to match the API", census_matches, 60)
+    seen = []
+    try:
+        wait_for("the census to match the API", census_matches, 60)
+    except ternlocal.Failed:
+        raise AssertionError("census %s, API %s" % (seen[0], seen[1]) if seen else "no census")
     eq(metric(metrics(t), "tern_cache_bytes", '{resource="agentsessions"}') > 0, True,
        "the sessions cache's bytes")
     # conflicts are not errors: every reconcile error here would be a real one
