@@ -541,10 +541,15 @@ ADMISSION_CHECKED = {("tern.dev", "agentsessions/finalizers", "update")}
 # kube-apiserver cannot route to a pod of tern-node (its EndpointSlices
 # refuse loopback pod addresses); tern-dev's run uses them.
 KUBE_UNROUTABLE = {("authorization.k8s.io", "subjectaccessreviews", "create")}
-# a grant used only on a path a good run may not take: the runner watches its
+# grants used only on paths a good run may not take: the runner watches its
 # session only while the sandbox's address is not published yet (a runner
-# slower than its sandbox reads it with its first get)
-USED_WHEN_NEEDED = {("tern.dev", "agentsessions", "watch")}
+# slower than its sandbox reads it with its first get); the operator updates
+# a ConfigMap only to apply an approved memory proposal or to replace an
+# artifact set a crash left unrecorded, and deletes one only when a retained
+# set's TTL has passed (test_memory, test_artifacts; the rules themselves are
+# checked by test_install_manifests)
+USED_WHEN_NEEDED = {("tern.dev", "agentsessions", "watch"), ("", "configmaps", "update"),
+                    ("", "configmaps", "delete")}
 
 
 def excess(r, user, manifest):
