@@ -4,6 +4,7 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
+#include "base/tlog.h"
 #include "base/limits.h"
 #include "controller/artstore.h"
 #include "controller/budgets.h"
@@ -1502,10 +1503,35 @@ static double mono_seconds(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+#define CACHE_SYNC_WAIT_MS 30000
+
+/* Workers start once every cache holds its first list: reconciling before
+ * decides from half-filled caches, and each session is then reconciled
+ * again for every cache that fills later (after a restart with 10,000
+ * parked sessions, about 35,000 reconciles more than the 10,000 needed).
+ * A cache that cannot list (a missing RBAC rule) holds them back at most
+ * CACHE_SYNC_WAIT_MS, with a warning; /readyz says it too. */
+static void wait_caches(struct controller *c)
+{
+    long waited = 0;
+    for (int w = 0; w < W_COUNT; w++) {
+        while (!informer_has_synced(c->inf[w]) && waited < CACHE_SYNC_WAIT_MS &&
+               !atomic_load(&c->stop) && !workqueue_shutting_down(c->q)) {
+            informer_wait_synced(c->inf[w], 100);
+            waited += 100;
+        }
+        if (!informer_has_synced(c->inf[w]) && waited >= CACHE_SYNC_WAIT_MS) {
+            tlog_warn("a cache has not synced: reconciling without it", "resource",
+                      gvrs[w].resource);
+        }
+    }
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     struct controller *c = w->c;
+    wait_caches(c);
     for (;;) {
         char *key = NULL;
         if (workqueue_get(c->q, &key) != 0)
@@ -1719,7 +1745,10 @@ static void *sweep_main(void *arg)
         pthread_mutex_unlock(&c->workers_mu);
         if (leading) {
             struct sweep s = {.c = c, .now = (int64_t)time(NULL), .due = cJSON_CreateArray()};
-            informer_each(c->inf[W_CONFIGMAPS], sweep_one, &s);
+            /* only sets with an expiry are parsed (10,000 sessions' task
+             * ConfigMaps every few seconds were most of an idle operator's CPU) */
+            informer_each_containing(c->inf[W_CONFIGMAPS], "\"" ARTSTORE_ANN_EXPIRES "\"",
+                                     sweep_one, &s);
             const cJSON *cm;
             cJSON_ArrayForEach(cm, s.due)
             {

@@ -21,6 +21,7 @@ struct ientry {
     char *rv;
     char **owners; /* owner UIDs */
     size_t nowners;
+    size_t bytes;  /* what it holds (informer_cache_bytes) */
 };
 
 struct oset {
@@ -35,8 +36,9 @@ struct informer {
     struct informer_handlers h;
     struct kclient *kc;
 
-    pthread_rwlock_t lock;        /* cache, owners, rv */
+    pthread_rwlock_t lock;        /* cache, owners, rv, bytes */
     struct kmap *cache;           /* key -> struct ientry */
+    size_t bytes;                 /* the cached entries' bytes */
     struct kmap *owners;          /* owner uid -> struct oset */
     char *rv;
 
@@ -110,6 +112,10 @@ static struct ientry *entry_new(struct informer *inf, cJSON *obj)
                 e->owners[e->nowners++] = xstrdup(uid->valuestring);
         }
     }
+    e->bytes = sizeof *e + strlen(e->json) + 1 + strlen(e->key) + 1 + strlen(e->rv) + 1 +
+               e->nowners * sizeof *e->owners;
+    for (size_t i = 0; i < e->nowners; i++)
+        e->bytes += strlen(e->owners[i]) + 1;
     return e;
 }
 
@@ -153,17 +159,22 @@ static void index_del(struct informer *inf, struct ientry *e)
 static struct ientry *cache_put(struct informer *inf, struct ientry *e)
 {
     struct ientry *old = kmap_put(inf->cache, e->key, e);
-    if (old)
+    if (old) {
         index_del(inf, old);
+        inf->bytes -= old->bytes;
+    }
     index_add(inf, e);
+    inf->bytes += e->bytes;
     return old;
 }
 
 static struct ientry *cache_del(struct informer *inf, const char *key)
 {
     struct ientry *old = kmap_del(inf->cache, key);
-    if (old)
+    if (old) {
         index_del(inf, old);
+        inf->bytes -= old->bytes;
+    }
     return old;
 }
 
@@ -613,25 +624,12 @@ cJSON *informer_get(struct informer *inf, const char *ns, const char *name)
     return copy;
 }
 
-static int add_entry_bytes(void *ctx, const char *key, void *value)
-{
-    size_t *sum = ctx;
-    const struct ientry *e = value;
-    (void)key;
-    *sum += sizeof *e + strlen(e->json) + 1 + strlen(e->key) + 1 + strlen(e->rv) + 1 +
-            e->nowners * sizeof *e->owners;
-    for (size_t i = 0; i < e->nowners; i++)
-        *sum += strlen(e->owners[i]) + 1;
-    return 0;
-}
-
 size_t informer_cache_bytes(struct informer *inf)
 {
-    size_t sum = 0;
     pthread_rwlock_rdlock(&inf->lock);
-    kmap_each(inf->cache, add_entry_bytes, &sum);
+    size_t n = inf->bytes;
     pthread_rwlock_unlock(&inf->lock);
-    return sum;
+    return n;
 }
 
 size_t informer_len(struct informer *inf)
@@ -645,12 +643,15 @@ size_t informer_len(struct informer *inf)
 struct each_ctx {
     int (*fn)(void *ctx, const cJSON *obj);
     void *ctx;
+    const char *needle; /* only entries whose text holds it, or NULL */
 };
 
 static int each_cb(void *ctx, const char *key, void *value)
 {
     struct each_ctx *ec = ctx;
     (void)key;
+    if (ec->needle && !strstr(((const struct ientry *)value)->json, ec->needle))
+        return 0;
     cJSON *o = entry_tree(value);
     int r = ec->fn(ec->ctx, o);
     cJSON_Delete(o);
@@ -659,7 +660,17 @@ static int each_cb(void *ctx, const char *key, void *value)
 
 int informer_each(struct informer *inf, int (*fn)(void *ctx, const cJSON *obj), void *ctx)
 {
-    struct each_ctx ec = {fn, ctx};
+    struct each_ctx ec = {fn, ctx, NULL};
+    pthread_rwlock_rdlock(&inf->lock);
+    int r = kmap_each(inf->cache, each_cb, &ec);
+    pthread_rwlock_unlock(&inf->lock);
+    return r;
+}
+
+int informer_each_containing(struct informer *inf, const char *needle,
+                             int (*fn)(void *ctx, const cJSON *obj), void *ctx)
+{
+    struct each_ctx ec = {fn, ctx, needle};
     pthread_rwlock_rdlock(&inf->lock);
     int r = kmap_each(inf->cache, each_cb, &ec);
     pthread_rwlock_unlock(&inf->lock);

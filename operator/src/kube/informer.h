@@ -105,6 +105,10 @@ size_t informer_cache_bytes(struct informer *inf);
  * it; the read lock is held: fn must not block for long and must not stop
  * the informer). A non-zero return stops the walk and is returned. */
 int informer_each(struct informer *inf, int (*fn)(void *ctx, const cJSON *obj), void *ctx);
+/* The same over the objects whose cached JSON text contains needle (a
+ * cheap filter before the parse: e.g. an annotation key few objects have). */
+int informer_each_containing(struct informer *inf, const char *needle,
+                             int (*fn)(void *ctx, const cJSON *obj), void *ctx);
 /* The same over the objects whose ownerReferences name uid. */
 int informer_each_owned(struct informer *inf, const char *owner_uid,
                         int (*fn)(void *ctx, const cJSON *obj), void *ctx);
