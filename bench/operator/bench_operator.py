@@ -302,7 +302,9 @@ def live_session(t, api, base, remote, n):
         t.wait_session("live", "done", lambda s: ternlocal.condition(s, "Completed") == "True", 600)
         to_done = time.monotonic() - t0[0]
     except ternlocal.Failed as e:
-        print("  one live session did not finish: %s" % e, flush=True)
+        print("  one live session did not finish: %s; the stages it reached:" % e, flush=True)
+        for stage, at in sorted(seen.items(), key=lambda kv: kv[1]):
+            print("      %6.3f s  %s" % (at, stage), flush=True)
         stop.set()
         return None
     stop.set()
