@@ -1524,6 +1524,9 @@ static void wait_caches(struct controller *c)
             tlog_warn("a cache has not synced: reconciling without it", "resource",
                       gvrs[w].resource);
         }
+        char ms[24];
+        snprintf(ms, sizeof ms, "%ld", waited);
+        tlog_debug("cache synced", "resource", gvrs[w].resource, "waitedMs", ms);
     }
 }
 

@@ -64,8 +64,11 @@ int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_s
  * user or role, so users of parked sessions made every grant cost more as
  * sessions accumulated (quadratic: 10,000 parked sessions took most of an
  * hour to start); parked ones now hold none, and a leaked Secret of a
- * parked session opens nothing. Once per uid in this process until
- * jaccess_ensure is called for it again. Returns 0 or etcd's error. */
+ * parked session opens nothing. Only users this process made or checked
+ * are removed (a session parked under an earlier operator lost its user
+ * then; after a restart nothing is asked of etcd for parked sessions), once
+ * per uid until jaccess_ensure is called for it again. Returns 0 or etcd's
+ * error. */
 int jaccess_park(struct jaccess *a, const char *uid, struct tern_err *err);
 
 /* Removes the session's user and role. Returns 0 or etcd's error. */
