@@ -5,6 +5,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/num.h"
+#include "http/httpc.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -145,4 +146,14 @@ TEST(buf_json_string_escapes)
     buf_init(&b, 4);
     ASSERT_EQ_INT(buf_put_json_string(&b, "long string"), TERN_ETOOLARGE);
     buf_done(&b);
+}
+
+TEST(httpc_escapes_segments_and_paths)
+{
+    char *a = httpc_escape("a b/c%");
+    ASSERT_EQ_STR(a, "a%20b%2Fc%25");
+    char *b = httpc_escape_path("output/a b/../c%");
+    ASSERT_EQ_STR(b, "output/a%20b/../c%25");
+    free(a);
+    free(b);
 }

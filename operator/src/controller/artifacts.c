@@ -56,29 +56,6 @@ out:
     return tok;
 }
 
-/* Path segments escaped for sandboxd's URL (slashes kept). */
-static char *escape_path(const char *p)
-{
-    struct buf b;
-    buf_init(&b, 4 * strlen(p) + 16);
-    const char *s = p;
-    while (*s) {
-        const char *slash = strchr(s, '/');
-        size_t n = slash ? (size_t)(slash - s) : strlen(s);
-        char *seg = xstrndup(s, n);
-        char *e = httpc_escape(seg);
-        buf_puts(&b, e);
-        free(e);
-        free(seg);
-        s += n;
-        if (*s == '/') {
-            buf_putc(&b, '/');
-            s++;
-        }
-    }
-    return buf_steal(&b);
-}
-
 /* GET url from sandboxd into resp (bounded by max). */
 static int sandbox_get(struct httpc *h, const char *url, const char *auth, size_t max,
                        struct httpc_response *resp, struct tern_err *err)
@@ -180,7 +157,7 @@ static int read_output(const char *addr, const char *token, size_t max_file, siz
             af->message = f->msgs[i];
             continue;
         }
-        char *ep = escape_path(af->path);
+        char *ep = httpc_escape_path(af->path);
         char *furl = xasprintf("http://%s/v1/files/%s", addr, ep);
         free(ep);
         struct httpc_response fr = {0};

@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -330,13 +331,14 @@ void httpc_response_done(struct httpc_response *resp)
     resp->nheaders = 0;
 }
 
-char *httpc_escape(const char *s)
+static char *escape(const char *s, bool keep_slash)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t n = strlen(s);
     char *out = xmalloc(3 * n + 1), *o = out;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (isalnum(*p) || *p == '-' || *p == '_' || *p == '.' || *p == '~') {
+        if (isalnum(*p) || *p == '-' || *p == '_' || *p == '.' || *p == '~' ||
+            (keep_slash && *p == '/')) {
             *o++ = (char)*p;
         } else {
             *o++ = '%';
@@ -346,4 +348,14 @@ char *httpc_escape(const char *s)
     }
     *o = '\0';
     return out;
+}
+
+char *httpc_escape(const char *s)
+{
+    return escape(s, false);
+}
+
+char *httpc_escape_path(const char *s)
+{
+    return escape(s, true);
 }

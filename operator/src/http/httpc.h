@@ -100,5 +100,7 @@ void httpc_response_done(struct httpc_response *resp);
 /* Percent-encodes s for use in a URL path segment or query value; the result
  * is owned by the caller. */
 char *httpc_escape(const char *s);
+/* The same for a path of segments: each segment escaped, slashes kept. */
+char *httpc_escape_path(const char *s);
 
 #endif

@@ -101,21 +101,9 @@ static char *path_url(const struct sbx *s, const char *prefix, const char *path)
     buf_init(&b, TERN_HTTP_MAX_URL);
     buf_printf(&b, "%s%s", s->base, prefix);
     if (path && strcmp(path, ".") != 0) {
-        const char *p = path;
-        while (*p) {
-            const char *end = strchr(p, '/');
-            size_t n = end ? (size_t)(end - p) : strlen(p);
-            char *seg = xstrndup(p, n);
-            char *esc = httpc_escape(seg);
-            buf_puts(&b, esc);
-            free(esc);
-            free(seg);
-            p += n;
-            if (*p == '/') {
-                buf_putc(&b, '/');
-                p++;
-            }
-        }
+        char *esc = httpc_escape_path(path);
+        buf_puts(&b, esc);
+        free(esc);
     }
     return buf_steal(&b);
 }

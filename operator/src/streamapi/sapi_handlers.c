@@ -805,29 +805,6 @@ out:
 
 /* ---- the workspace ---------------------------------------------------------- */
 
-/* Path segments escaped for sandboxd's URL (slashes kept). */
-static char *escape_path(const char *p)
-{
-    struct buf b;
-    buf_init(&b, 4 * strlen(p) + 16);
-    const char *s = p;
-    while (*s) {
-        const char *slash = strchr(s, '/');
-        size_t n = slash ? (size_t)(slash - s) : strlen(s);
-        char *seg = xstrndup(s, n);
-        char *e = httpc_escape(seg);
-        buf_puts(&b, e);
-        free(e);
-        free(seg);
-        s += n;
-        if (*s == '/') {
-            buf_putc(&b, '/');
-            s++;
-        }
-    }
-    return buf_steal(&b);
-}
-
 /* Relays a file's bytes as they come from sandboxd (never held whole); an
  * error answer is kept (bounded) to be told as a Status. */
 struct relay {
@@ -898,7 +875,7 @@ static void workspace(struct sapi_conn *c)
         cJSON_Delete(s);
         return;
     }
-    char *ep = escape_path(c->req.path);
+    char *ep = httpc_escape_path(c->req.path);
     char *url = content ? xasprintf("http://%s/v1/files/%s", addr, ep)
                         : xasprintf("http://%s/v1/list/%s?depth=%lld", addr, ep,
                                     (long long)(c->req.depth >= 0 ? c->req.depth : 1));
