@@ -174,6 +174,24 @@ static void decide_invalid(const struct reconcile_input *in, struct reconcile_ou
 }
 
 /* The approval intent carried by annotations, if any. */
+
+/* The data of a human's decision (approval or memory proposal): id,
+ * decision, who, and the reason bounded (it is told to the model). */
+static cJSON *decision_data(const struct reconcile_input *in, const char *id,
+                            const char *decision)
+{
+    cJSON *d = cJSON_CreateObject();
+    json_add_string(d, "id", id);
+    json_add_string(d, "decision", decision);
+    if (in->ann_decided_by)
+        json_add_string(d, "decidedBy", in->ann_decided_by);
+    if (in->ann_reason) {
+        char *why = cond_bounded(in->ann_reason, TERN_APPROVAL_MAX_REASON);
+        json_add_string(d, "reason", why);
+        free(why);
+    }
+    return d;
+}
 static void decide_approval(const struct reconcile_input *in, struct reconcile_output *out,
                             bool *ret_decided)
 {
@@ -186,17 +204,7 @@ static void decide_approval(const struct reconcile_input *in, struct reconcile_o
         event(out, "Warning", "ApprovalRejected",
               "both tern.dev/approve and tern.dev/deny are set; neither was applied");
     } else if (streq(id, in->journal.pending_id)) {
-        cJSON *d = cJSON_CreateObject();
-        json_add_string(d, "id", id);
-        json_add_string(d, "decision", approve ? "approved" : "denied");
-        if (in->ann_decided_by)
-            json_add_string(d, "decidedBy", in->ann_decided_by);
-        if (in->ann_reason) {
-            /* told to the model on a denial: bounded */
-            char *why = cond_bounded(in->ann_reason, TERN_APPROVAL_MAX_REASON);
-            json_add_string(d, "reason", why);
-            free(why);
-        }
+        cJSON *d = decision_data(in, id, approve ? "approved" : "denied");
         out->signals.approval_wait = (double)(in->now - in->journal.pending_requested_at);
         char *key = xasprintf("decision/%s", id);
         append(out, "approval_decided", in->journal.turn, key, d);
@@ -262,16 +270,7 @@ static void decide_memory(const struct reconcile_input *in, struct reconcile_out
             event(out, "Warning", "MemoryProposalUnknown", note);
             free(note);
         } else if (streq(state, "Pending")) {
-            cJSON *d = cJSON_CreateObject();
-            json_add_string(d, "id", id);
-            json_add_string(d, "decision", approve ? "approved" : "rejected");
-            if (in->ann_decided_by)
-                json_add_string(d, "decidedBy", in->ann_decided_by);
-            if (in->ann_reason) {
-                char *why = cond_bounded(in->ann_reason, TERN_APPROVAL_MAX_REASON);
-                json_add_string(d, "reason", why);
-                free(why);
-            }
+            cJSON *d = decision_data(in, id, approve ? "approved" : "rejected");
             char *key = xasprintf("memory/%s/decision", id);
             append(out, "memory_decided", in->journal.turn, key, d);
             free(key);
