@@ -65,6 +65,40 @@ int objstore_bind(const struct objstore *s, const char *ns, const char *name, co
     return s->ops->bind(s->ctx, ns, name, node, err);
 }
 
+int objstore_changes(const struct objstore *s, const char *const *gvrs, size_t n,
+                     const char *after_rv, struct objstore_changes *ret, struct tern_err *err)
+{
+    if (!s->ops->changes)
+        return err_set(err, -ENOTSUP, "the store keeps no changes");
+    return s->ops->changes(s->ctx, gvrs, n, after_rv, ret, err);
+}
+
+bool objstore_has_changes(const struct objstore *s)
+{
+    struct objstore_changes c = {0};
+    int rc = objstore_changes(s, NULL, 0, "0", &c, NULL);
+    objstore_changes_done(&c);
+    return rc == 0;
+}
+
+void objstore_changes_add(struct objstore_changes *c, size_t which, bool deleted, int64_t rev,
+                          cJSON *obj)
+{
+    if (c->n == c->cap) {
+        c->cap = c->cap ? c->cap * 2 : 64;
+        c->v = xreallocarray(c->v, c->cap, sizeof *c->v);
+    }
+    c->v[c->n++] = (struct objstore_change){which, deleted, rev, obj};
+}
+
+void objstore_changes_done(struct objstore_changes *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        cJSON_Delete(c->v[i].obj);
+    free(c->v);
+    memset(c, 0, sizeof *c);
+}
+
 static const struct {
     const char *kind, *plural;
 } kinds[] = {
@@ -112,12 +146,24 @@ struct mentry {
     cJSON *obj;
 };
 
+/* A change kept for objstore_changes. */
+struct mchange {
+    char *gvr;
+    bool deleted;
+    int64_t rev;
+    cJSON *obj;
+};
+
 struct memstore {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int64_t rev;
     struct mentry *v;
     size_t n, cap;
+    struct mchange *log;  /* ring of the last log_cap changes */
+    size_t log_cap, log_n, log_head; /* log_head: the oldest */
+    int64_t log_oldest;   /* every change after this revision is in the log */
+    uint64_t lists;
     int64_t (*now_fn)(void *);
     void *now_ctx;
 };
@@ -132,6 +178,9 @@ struct memstore *memstore_new(int64_t (*now_fn)(void *), void *now_ctx)
     pthread_cond_init(&m->cv, &ca);
     pthread_condattr_destroy(&ca);
     m->rev = 1;
+    m->log_cap = 4096;
+    m->log = xcalloc(m->log_cap, sizeof *m->log);
+    m->log_oldest = 1;
     m->now_fn = now_fn;
     m->now_ctx = now_ctx;
     return m;
@@ -148,6 +197,12 @@ void memstore_free(struct memstore *m)
         cJSON_Delete(m->v[i].obj);
     }
     free(m->v);
+    for (size_t i = 0; i < m->log_n; i++) {
+        struct mchange *c = &m->log[(m->log_head + i) % m->log_cap];
+        free(c->gvr);
+        cJSON_Delete(c->obj);
+    }
+    free(m->log);
     pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     free(m);
@@ -174,23 +229,42 @@ static struct mentry *find(struct memstore *m, const char *gvr, const char *ns, 
     return NULL;
 }
 
-static void bump(struct memstore *m, cJSON *obj)
+static void log_pop(struct memstore *m)
+{
+    struct mchange *c = &m->log[m->log_head];
+    m->log_oldest = c->rev;
+    free(c->gvr);
+    cJSON_Delete(c->obj);
+    m->log_head = (m->log_head + 1) % m->log_cap;
+    m->log_n--;
+}
+
+/* A new revision: obj (the object after the change, or the last state of a
+ * deleted one) gets it as resourceVersion unless deleted, and a copy goes
+ * to the log of changes. */
+static void bump(struct memstore *m, const char *gvr, cJSON *obj, bool deleted)
 {
     m->rev++;
     char d[21];
-    if (obj)
+    if (!deleted)
         kobj_set_str(obj, "metadata.resourceVersion", num_fmt_i64(m->rev, d));
+    if (m->log_n == m->log_cap)
+        log_pop(m);
+    cJSON *c = json_dup(obj);
+    kobj_set_str(c, "metadata.resourceVersion", num_fmt_i64(m->rev, d));
+    m->log[(m->log_head + m->log_n++) % m->log_cap] =
+        (struct mchange){xstrdup(gvr), deleted, m->rev, c};
     pthread_cond_broadcast(&m->cv);
 }
 
 static void drop(struct memstore *m, struct mentry *e)
 {
+    bump(m, e->gvr, e->obj, true);
     free(e->gvr);
     free(e->ns);
     free(e->name);
     cJSON_Delete(e->obj);
     *e = m->v[--m->n];
-    bump(m, NULL);
 }
 
 static void rand_suffix(char *out, size_t n)
@@ -247,6 +321,7 @@ static int m_list(void *ctx, const char *gvr, const char *ns, cJSON **ret, struc
     cJSON *l = cJSON_CreateObject();
     cJSON *items = cJSON_AddArrayToObject(l, "items");
     pthread_mutex_lock(&m->mu);
+    m->lists++;
     for (size_t i = 0; i < m->n; i++) {
         struct mentry *e = &m->v[i];
         if (strcmp(e->gvr, gvr) == 0 && (!ns || strcmp(e->ns, ns) == 0))
@@ -309,7 +384,7 @@ static int m_create(void *ctx, const char *gvr, const char *ns, const cJSON *obj
         kobj_set_item(o, "spec.finalizers", fs);
         kobj_set_str(o, "status.phase", "Active");
     }
-    bump(m, o);
+    bump(m, gvr, o, false);
     if (m->n == m->cap) {
         m->cap = m->cap ? m->cap * 2 : 64;
         m->v = xreallocarray(m->v, m->cap, sizeof *m->v);
@@ -425,7 +500,7 @@ static int m_write(struct memstore *m, const char *gvr, const char *ns, const cJ
     }
     cJSON_Delete(e->obj);
     e->obj = nu;
-    bump(m, nu);
+    bump(m, e->gvr, nu, false);
     if (ret)
         *ret = json_dup(nu);
     maybe_remove(m, e);
@@ -506,7 +581,7 @@ static int m_remove(void *ctx, const char *gvr, const char *ns, const char *name
     if (changed) {
         int64_t gen = kobj_int(obj, "metadata.generation", 1);
         kobj_set_int(obj, "metadata.generation", gen + 1);
-        bump(m, obj);
+        bump(m, e->gvr, obj, false);
     }
     cJSON *copy = json_dup(obj);
     if (maybe_remove(m, e)) {
@@ -563,13 +638,47 @@ static int m_bind(void *ctx, const char *ns, const char *name, const char *node,
                          kobj_str(e->obj, "spec.nodeName"));
     } else {
         kobj_set_str(e->obj, "spec.nodeName", node);
-        bump(m, e->obj);
+        bump(m, e->gvr, e->obj, false);
     }
     pthread_mutex_unlock(&m->mu);
     return rc;
 }
 
+static int m_changes(void *ctx, const char *const *gvrs, size_t n, const char *after_rv,
+                     struct objstore_changes *ret, struct tern_err *err)
+{
+    struct memstore *m = ctx;
+    int64_t after = 0;
+    if (n == 0)
+        return 0;
+    if (!after_rv || num_parse_i64(after_rv, &after) != 0)
+        return err_set(err, TERN_EINVALID, "bad resourceVersion \"%s\"", after_rv ? after_rv : "");
+    int rc = 0;
+    pthread_mutex_lock(&m->mu);
+    if (after < m->log_oldest) {
+        rc = err_set(err, TERN_ECOMPACTED, "too old resource version: %lld (%lld)",
+                     (long long)after, (long long)m->log_oldest);
+        goto out;
+    }
+    for (size_t i = 0; i < m->log_n; i++) {
+        const struct mchange *c = &m->log[(m->log_head + i) % m->log_cap];
+        if (c->rev <= after)
+            continue;
+        for (size_t w = 0; w < n; w++) {
+            if (strcmp(gvrs[w], c->gvr) == 0) {
+                objstore_changes_add(ret, w, c->deleted, c->rev, json_dup(c->obj));
+                break;
+            }
+        }
+    }
+    num_fmt_i64(m->rev, ret->rv);
+out:
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
 static const struct objstore_ops mem_ops = {
+    .changes = m_changes,
     .bind = m_bind,
     .get = m_get,
     .list = m_list,
@@ -591,6 +700,29 @@ int64_t memstore_revision(struct memstore *m)
     int64_t r = m->rev;
     pthread_mutex_unlock(&m->mu);
     return r;
+}
+
+void memstore_set_window(struct memstore *m, size_t max)
+{
+    pthread_mutex_lock(&m->mu);
+    while (m->log_n > (max ? max : 1))
+        log_pop(m);
+    struct mchange *nl = xcalloc(max ? max : 1, sizeof *nl);
+    for (size_t i = 0; i < m->log_n; i++)
+        nl[i] = m->log[(m->log_head + i) % m->log_cap];
+    free(m->log);
+    m->log = nl;
+    m->log_cap = max ? max : 1;
+    m->log_head = 0;
+    pthread_mutex_unlock(&m->mu);
+}
+
+uint64_t memstore_lists(struct memstore *m)
+{
+    pthread_mutex_lock(&m->mu);
+    uint64_t n = m->lists;
+    pthread_mutex_unlock(&m->mu);
+    return n;
 }
 
 int memstore_count(struct memstore *m, const char *gvr)

@@ -48,7 +48,17 @@
  *          when it is already bound elsewhere.
  *  wait    blocks until the store's revision passes after_rv (a
  *          resourceVersion seen in a list), or timeout_ms: the controllers
- *          are level-triggered and relist after each change.
+ *          are level-triggered and look again after each change.
+ *  changes (optional) every change of the resources gvrs[0..n) after
+ *          after_rv, oldest first, each with the object after it (for a
+ *          deletion: its last state, or only its namespace and name), and
+ *          ret->rv: every change up to it was returned. ret->rv is at
+ *          least the store's revision when the call began, so a caller
+ *          sees its own earlier writes (a watch-driven cache reads its
+ *          writes). TERN_ECOMPACTED: after_rv is older than the window of
+ *          changes the store keeps (list again). -ENOTSUP: the store keeps
+ *          none (list every time); with n == 0 the call only says which
+ *          (0 or -ENOTSUP, see objstore_has_changes).
  */
 #ifndef TERN_OBJSTORE_H
 #define TERN_OBJSTORE_H
@@ -56,6 +66,8 @@
 #include "base/err.h"
 
 #include <cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct objstore_delete_opts {
@@ -64,6 +76,26 @@ struct objstore_delete_opts {
     const char *uid;              /* precondition, or NULL */
     const char *resource_version; /* precondition, or NULL */
 };
+
+/* One change of objstore_changes. */
+struct objstore_change {
+    size_t which;  /* index into the gvrs asked for */
+    bool deleted;  /* else created or modified */
+    int64_t rev;   /* the change's revision (the object's resourceVersion) */
+    cJSON *obj;    /* owned by the struct objstore_changes */
+};
+
+struct objstore_changes {
+    struct objstore_change *v;
+    size_t n, cap;
+    char rv[24];   /* complete up to this revision */
+};
+
+/* Appends a change (takes obj). */
+void objstore_changes_add(struct objstore_changes *c, size_t which, bool deleted, int64_t rev,
+                          cJSON *obj);
+/* Frees the changes and zeroes c. Accepts a zeroed c. */
+void objstore_changes_done(struct objstore_changes *c);
 
 struct objstore_ops {
     int (*get)(void *ctx, const char *gvr, const char *ns, const char *name, cJSON **ret,
@@ -82,6 +114,9 @@ struct objstore_ops {
     int (*wait)(void *ctx, const char *after_rv, int timeout_ms, struct tern_err *err);
     int (*bind)(void *ctx, const char *ns, const char *name, const char *node,
                 struct tern_err *err);
+    /* NULL: the store keeps no changes (objstore_changes answers -ENOTSUP) */
+    int (*changes)(void *ctx, const char *const *gvrs, size_t n, const char *after_rv,
+                   struct objstore_changes *ret, struct tern_err *err);
 };
 
 struct objstore {
@@ -109,6 +144,12 @@ int objstore_wait(const struct objstore *s, const char *after_rv, int timeout_ms
                   struct tern_err *err);
 int objstore_bind(const struct objstore *s, const char *ns, const char *name, const char *node,
                   struct tern_err *err);
+/* ret must be zeroed; release it with objstore_changes_done (also on
+ * errors). */
+int objstore_changes(const struct objstore *s, const char *const *gvrs, size_t n,
+                     const char *after_rv, struct objstore_changes *ret, struct tern_err *err);
+/* Whether s provides changes (else a cache of it lists every time). */
+bool objstore_has_changes(const struct objstore *s);
 
 /* The gvr string of an object ("<apiVersion>/<plural>") from its apiVersion
  * and kind, for the kinds tern-dev serves; NULL for unknown kinds. The result
@@ -126,5 +167,11 @@ struct objstore memstore_objstore(struct memstore *m);
 int64_t memstore_revision(struct memstore *m);
 /* Number of stored objects of gvr (all namespaces). */
 int memstore_count(struct memstore *m, const char *gvr);
+/* The changes it keeps for objstore_changes: the last max (default 4096;
+ * at least 1); older ones are forgotten (TERN_ECOMPACTED). */
+void memstore_set_window(struct memstore *m, size_t max);
+/* Number of list operations served so far (tests: a watch-driven cache
+ * lists once). */
+uint64_t memstore_lists(struct memstore *m);
 
 #endif
