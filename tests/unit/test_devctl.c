@@ -547,3 +547,40 @@ TEST(time_round_trip_and_selectors)
     cJSON_Delete(l1);
     cJSON_Delete(l2);
 }
+
+/* The controllers list each resource once and then follow the store's
+ * changes; each pass sees the writes of the pass before (a Job's pod is
+ * created once, however many passes follow). */
+TEST(controllers_list_once_then_follow_changes_and_read_their_writes)
+{
+    struct env e;
+    env_init(&e);
+    uint64_t lists = memstore_lists(e.m);
+    cJSON_Delete(create(&e, "batch/v1/jobs", JOB_JSON("\"parallelism\":1,")));
+    for (int i = 0; i < 5; i++) {
+        sync_n(&e, 1);
+        ASSERT_EQ_INT(memstore_count(e.m, "v1/pods"), 1);
+    }
+    cJSON *pods = list_items(&e, "v1/pods", "default");
+    fake_now++;
+    set_pod_phase(&e, cJSON_GetArrayItem(pods, 0), "Succeeded", 0);
+    cJSON_Delete(pods);
+    sync_n(&e, 2);
+    cJSON *job = get(&e, "batch/v1/jobs", "default", "j");
+    ASSERT_TRUE(kobj_cond_true(job, "Complete"));
+    cJSON_Delete(job);
+    ASSERT_EQ_INT(memstore_count(e.m, "v1/pods"), 1);
+    /* a namespace made and deleted between passes is seen and emptied */
+    cJSON_Delete(create(&e, "v1/namespaces", "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\","
+                                              "\"metadata\":{\"name\":\"t\"}}"));
+    sync_n(&e, 1);
+    cJSON *sa = get(&e, "v1/serviceaccounts", "t", "default");
+    ASSERT_NOT_NULL(sa);
+    cJSON_Delete(sa);
+    ASSERT_OK(objstore_remove(&e.s, "v1/namespaces", "", "t", NULL, NULL, NULL));
+    sync_n(&e, 3);
+    ASSERT_NULL(get(&e, "v1/namespaces", "", "t"));
+    /* the test's own lists only: the controllers listed nothing more */
+    ASSERT_EQ_INT(memstore_lists(e.m), lists + 1);
+    env_done(&e);
+}

@@ -6,6 +6,7 @@
 #include "devctl/fsutil.h"
 #include "devctl/gc.h"
 #include "devctl/kobj.h"
+#include "devctl/objcache.h"
 #include "json/json.h"
 
 #include <errno.h>
@@ -38,7 +39,7 @@ static const struct {
 struct res {
     char *gvr;
     char *kind_key; /* "<apiVersion>/<Kind>" */
-    cJSON *list;    /* this sync's snapshot */
+    const cJSON *list; /* this sync's view: borrowed from the cache */
 };
 
 struct devctl {
@@ -47,6 +48,7 @@ struct devctl {
     struct jobctl_cfg job;
     struct res *res;
     size_t nres;
+    struct objcache *cache; /* res[0..nres) and then v1/namespaces */
 };
 
 static void add_res(struct devctl *d, const char *gvr, const char *kind)
@@ -75,6 +77,12 @@ struct devctl *devctl_new(const struct objstore *store, const struct devctl_cfg 
         add_res(d, gvr, eq + 1);
         free(gvr);
     }
+    const char **gvrs = xcalloc(d->nres + 1, sizeof *gvrs);
+    for (size_t i = 0; i < d->nres; i++)
+        gvrs[i] = d->res[i].gvr;
+    gvrs[d->nres] = "v1/namespaces";
+    d->cache = objcache_new(store, gvrs, d->nres + 1, OBJCACHE_RESYNC_S);
+    free(gvrs);
     return d;
 }
 
@@ -85,8 +93,8 @@ void devctl_free(struct devctl *d)
     for (size_t i = 0; i < d->nres; i++) {
         free(d->res[i].gvr);
         free(d->res[i].kind_key);
-        cJSON_Delete(d->res[i].list);
     }
+    objcache_free(d->cache);
     free(d->res);
     free(d->voldir);
     free(d);
@@ -556,19 +564,15 @@ int devctl_sync(struct devctl *d, int64_t now, int64_t *ret_next, struct tern_er
 {
     int rc = 0;
     int64_t next = -1;
-    for (size_t i = 0; i < d->nres; i++) {
-        cJSON_Delete(d->res[i].list);
-        d->res[i].list = NULL;
-        int r = objstore_list(d->s, d->res[i].gvr, NULL, &d->res[i].list, NULL);
-        if (r) /* a resource the store does not serve: treat as empty */
-            d->res[i].list = cJSON_CreateObject();
-    }
-    cJSON *nslist = NULL;
-    int r = objstore_list(d->s, "v1/namespaces", NULL, &nslist, err);
-    first_err(&rc, r);
-    if (r == 0)
-        first_err(&rc, sync_namespaces(d, nslist, err));
-    cJSON_Delete(nslist);
+    /* a resource the store does not serve is empty (its list failed) */
+    struct tern_err lerr = {0};
+    int lr = objcache_sync(d->cache, now, &lerr);
+    for (size_t i = 0; i < d->nres; i++)
+        d->res[i].list = objcache_list(d->cache, i);
+    if (objcache_ok(d->cache, d->nres))
+        first_err(&rc, sync_namespaces(d, objcache_list(d->cache, d->nres), err));
+    else
+        first_err(&rc, err_set(err, lr ? lr : TERN_EHTTP, "cannot list namespaces: %s", lerr.msg));
     first_err(&rc, sync_pvcs(d, err));
     first_err(&rc, sync_jobs(d, now, &next, err));
     first_err(&rc, sync_deployments(d, now, &next, err));
@@ -581,16 +585,12 @@ int devctl_sync(struct devctl *d, int64_t now, int64_t *ret_next, struct tern_er
 int devctl_run(struct devctl *d, volatile int *stop, int max_wait_ms)
 {
     while (!*stop) {
-        cJSON *l = NULL;
-        char rv[32] = "0";
-        if (objstore_list(d->s, "v1/namespaces", NULL, &l, NULL) == 0) {
-            const char *s = kobj_str(l, "metadata.resourceVersion");
-            if (s && strlen(s) < sizeof rv)
-                memcpy(rv, s, strlen(s) + 1);
-        }
-        cJSON_Delete(l);
         int64_t next = -1;
         devctl_sync(d, (int64_t)time(NULL), &next, NULL);
+        /* the pass saw everything up to rv: its own writes, and any other,
+         * end the wait at once */
+        char rv[24];
+        snprintf(rv, sizeof rv, "%s", objcache_rv(d->cache));
         int wait = max_wait_ms;
         if (next >= 0 && next * 1000 + 50 < wait)
             wait = (int)(next * 1000 + 50);
