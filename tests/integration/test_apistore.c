@@ -886,3 +886,92 @@ TEST_T(https_front_tokens_and_rbac, 60)
     free(keypath);
     free(logpath);
 }
+
+struct seen {
+    int n, deleted;
+    char last[64];
+    char kind[32], av[32];
+    size_t which;
+};
+
+static int on_change(void *ctx, size_t which, bool deleted, int64_t rev, cJSON *obj)
+{
+    (void)rev;
+    struct seen *s = ctx;
+    s->n++;
+    s->deleted += deleted;
+    s->which = which;
+    snprintf(s->last, sizeof(s->last), "%s", mdstr(obj, "name"));
+    snprintf(s->kind, sizeof(s->kind), "%s", js(obj, "kind") ? js(obj, "kind") : "");
+    snprintf(s->av, sizeof(s->av), "%s", js(obj, "apiVersion") ? js(obj, "apiVersion") : "");
+    cJSON_Delete(obj);
+    return 0;
+}
+
+/* apirest_changes: what the controllers' caches follow. A write is among
+ * the changes of a call made right after it (the call waits for the hub),
+ * in the served shape; a deletion; a start older than the ring. */
+TEST_T(changes_follow_the_hub_and_include_the_callers_writes, 60)
+{
+    struct etcd *c = start();
+    struct tern_err e = {0};
+    struct apistore st;
+    apistore_init(&st, c);
+    int64_t rev0 = 0;
+    ASSERT_OK(apistore_revision(&st, &rev0, &e));
+    struct apiwatch_hub *h = NULL;
+    ASSERT_OK(apiwatch_hub_start(c, "/registry/", rev0, 16, &h, &e));
+    struct apirest rest;
+    ASSERT_OK(apirest_init(&rest, c, h, "127.0.0.1:0", &e));
+    ASSERT_OK(apirest_bootstrap(&rest, &e));
+    const char *gvrs[] = {"v1/secrets", "v1/configmaps"};
+    int64_t at = 0;
+    ASSERT_OK(apistore_revision(&st, &at, &e));
+    for (int i = 0; i < 5; i++) {
+        char body[128], name[16];
+        snprintf(name, sizeof(name), "c%d", i);
+        snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"%s\"}}", name);
+        ASSERT_EQ_INT(apirest_do(&rest, "POST", "/api/v1/namespaces/default/configmaps", NULL,
+                                 body, NULL),
+                      201);
+        struct seen s = {0};
+        int64_t upto = 0;
+        ASSERT_OK(apirest_changes(&rest, gvrs, 2, at, 5000, on_change, &s, &upto, &e));
+        ASSERT_EQ_INT(s.n, 1);
+        ASSERT_EQ_STR(s.last, name);
+        ASSERT_EQ_INT(s.which, 1);
+        ASSERT_EQ_STR(s.kind, "ConfigMap");
+        ASSERT_EQ_STR(s.av, "v1");
+        ASSERT_CMP_INT(upto, >, at);
+        at = upto;
+    }
+    ASSERT_EQ_INT(apirest_do(&rest, "DELETE", "/api/v1/namespaces/default/configmaps/c0", NULL,
+                             NULL, NULL),
+                  200);
+    struct seen s = {0};
+    int64_t upto = 0;
+    ASSERT_OK(apirest_changes(&rest, gvrs, 2, at, 5000, on_change, &s, &upto, &e));
+    ASSERT_EQ_INT(s.n, 1);
+    ASSERT_EQ_INT(s.deleted, 1);
+    ASSERT_EQ_STR(s.last, "c0");
+    /* nothing new: nothing, and still complete up to the store's revision */
+    memset(&s, 0, sizeof(s));
+    int64_t now = 0;
+    ASSERT_OK(apistore_revision(&st, &now, &e));
+    ASSERT_OK(apirest_changes(&rest, gvrs, 2, upto, 5000, on_change, &s, &at, &e));
+    ASSERT_EQ_INT(s.n, 0);
+    ASSERT_CMP_INT(at, >=, now);
+    /* more writes than the ring holds: the start is gone */
+    for (int i = 0; i < 20; i++)
+        ASSERT_EQ_INT(apirest_do(&rest, "PUT", "/api/v1/namespaces/default/configmaps/c1", NULL,
+                                 i % 2 ? "{\"metadata\":{\"name\":\"c1\"},\"data\":{\"a\":\"1\"}}"
+                                       : "{\"metadata\":{\"name\":\"c1\"},\"data\":{\"a\":\"2\"}}",
+                                 NULL),
+                      200);
+    ASSERT_EQ_INT(apirest_changes(&rest, gvrs, 2, rev0, 5000, on_change, &s, &at, &e),
+                  TERN_ECOMPACTED);
+    apirest_done(&rest);
+    apiwatch_hub_stop(h);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}

@@ -119,6 +119,26 @@ int apirest_do(struct apirest *s, const char *method, const char *path,
 int apirest_watch_next(struct apirest_watch *w, struct buf *out, long timeout_ms);
 void apirest_watch_free(struct apirest_watch *w);
 
+/* The changes of resources, for watch-driven caches in the same process
+ * (tern-dev's controllers and kubelet, through objstore_changes): every
+ * change under the resources gvrs[0..n) ("v1/pods", "batch/v1/jobs",
+ * "tern.dev/v1alpha1/agentsessions") after revision after, in revision
+ * order. Each object is in the served shape with apiVersion and kind (what
+ * a list's items are with those added); a deletion gives the last state
+ * (or only metadata.namespace and name when the hub has no previous
+ * value). fn takes obj; its non-zero return stops and is returned.
+ * First waits (at most timeout_ms) until the hub has seen the store's
+ * current revision, so a caller sees every write completed before the
+ * call. Returns 0 and *ret_rev (every change up to it was given: at least
+ * that revision unless the wait timed out), TERN_ECOMPACTED when after is
+ * older than the hub's window, -ECANCELED (the hub stopped), etcd errors.
+ * n == 0 returns 0 at once. */
+typedef int (*apirest_change_fn)(void *ctx, size_t which, bool deleted, int64_t rev,
+                                 cJSON *obj);
+int apirest_changes(struct apirest *s, const char *const *gvrs, size_t n, int64_t after,
+                    long timeout_ms, apirest_change_fn fn, void *ctx, int64_t *ret_rev,
+                    struct tern_err *err);
+
 /* Path parsing (exposed for tests and the fuzzer). */
 enum apirest_path_kind {
     APIREST_P_INVALID = 0,

@@ -244,3 +244,127 @@ void apirest__handle_watch(struct rq *q)
     q->resp->content_type = CT_JSON;
     q->resp->watch = w;
 }
+
+/* ---- changes for in-process caches -------------------------------------- */
+
+struct chres {
+    const struct apires *res; /* NULL: not served now (prefix by the CR rule) */
+    char *prefix;             /* ends with '/' */
+    size_t len;
+};
+
+/* The resource of gvr ("v1/pods", "G/V/plural") in t, and its key prefix. */
+static void chres_of(const struct apires_table *t, const char *gvr, struct chres *out)
+{
+    memset(out, 0, sizeof(*out));
+    const char *slash = strrchr(gvr, '/');
+    if (!slash)
+        return;
+    char *av = xstrndup(gvr, (size_t)(slash - gvr));
+    char *gs = strchr(av, '/');
+    const char *group = "", *version = av;
+    if (gs) {
+        *gs = 0;
+        group = av;
+        version = gs + 1;
+    }
+    out->res = apires_find(t, group, version, slash + 1);
+    if (out->res)
+        out->prefix = apires_key(out->res, NULL, NULL);
+    else if (*group) /* a custom resource whose CRD is gone: its deletions */
+        out->prefix = xasprintf("/registry/%s/%s/", group, slash + 1);
+    free(av);
+    out->len = out->prefix ? strlen(out->prefix) : 0;
+}
+
+/* {"metadata":{"namespace":NS,"name":NAME}} from the rest of a key. */
+static cJSON *from_key(const char *rest)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *md = cJSON_AddObjectToObject(o, "metadata");
+    const char *sl = strchr(rest, '/');
+    if (sl) {
+        char *ns = xstrndup(rest, (size_t)(sl - rest));
+        cJSON_AddStringToObject(md, "namespace", ns);
+        free(ns);
+        rest = sl + 1;
+    }
+    cJSON_AddStringToObject(md, "name", rest);
+    return o;
+}
+
+int apirest_changes(struct apirest *s, const char *const *gvrs, size_t n, int64_t after,
+                    long timeout_ms, apirest_change_fn fn, void *ctx, int64_t *ret_rev,
+                    struct tern_err *err)
+{
+    if (n == 0)
+        return 0;
+    if (!s->hub)
+        return err_set(err, -ENOTSUP, "no watch hub");
+    int64_t now = 0;
+    int rc = apistore_revision(&s->store, &now, err);
+    if (rc)
+        return rc;
+    /* every write before this call is then in the hub's ring (a revision
+     * the hub does not reach in time, e.g. a write outside /registry/,
+     * only delays what is seen) */
+    apiwatch_hub_wait(s->hub, now, timeout_ms);
+    struct apiwatch_sub *sub = NULL;
+    rc = apiwatch_subscribe(s->hub, "/registry/", after, &sub);
+    if (rc)
+        return err_set(err, rc, "too old resource version: %lld (%lld)", (long long)after,
+                       (long long)apiwatch_hub_oldest(s->hub));
+    struct apires_table *t = apires_get(&s->reg);
+    struct chres *cr = xcalloc(n, sizeof(*cr));
+    for (size_t i = 0; i < n; i++)
+        chres_of(t, gvrs[i], &cr[i]);
+    struct apiwatch_event *ev = NULL;
+    while ((rc = apiwatch_next(sub, 0, &ev)) == 0) {
+        size_t w = n;
+        for (size_t i = 0; i < n && w == n; i++)
+            if (cr[i].prefix && strncmp(ev->key, cr[i].prefix, cr[i].len) == 0 &&
+                ev->key[cr[i].len])
+                w = i;
+        cJSON *obj = NULL;
+        if (w < n) {
+            const char *v = ev->deleted ? ev->prev_value : ev->value;
+            size_t vl = ev->deleted ? ev->prev_len : ev->value_len;
+            if (v)
+                apistore_decode(v, vl, ev->revision, &obj, NULL);
+            if (!obj && ev->deleted)
+                obj = from_key(ev->key + cr[w].len);
+        }
+        if (obj && cr[w].res) {
+            apirest__to_served_version(cr[w].res, obj);
+            char *av = apires_api_version(cr[w].res);
+            apirest__set_str(obj, "apiVersion", av);
+            apirest__set_str(obj, "kind", cr[w].res->kind);
+            free(av);
+        }
+        int64_t erev = ev->revision;
+        bool deleted = ev->deleted;
+        apiwatch_event_free(ev);
+        ev = NULL;
+        if (obj) {
+            rc = fn(ctx, w, deleted, erev, obj);
+            if (rc)
+                break;
+        }
+    }
+    if (rc == -ETIMEDOUT) { /* drained */
+        rc = 0;
+        if (ret_rev)
+            *ret_rev = apiwatch_sub_progress(sub);
+    } else if (rc == TERN_ECOMPACTED) {
+        rc = err_set(err, rc, "too old resource version: %lld (%lld)", (long long)after,
+                     (long long)apiwatch_hub_oldest(s->hub));
+    } else if (rc == -ECANCELED) {
+        rc = err_set(err, rc, "the watch hub stopped");
+    }
+    for (size_t i = 0; i < n; i++)
+        free(cr[i].prefix);
+    free(cr);
+    apires_put(&s->reg, t);
+    apiwatch_unsubscribe(sub);
+    return rc;
+}

@@ -24,7 +24,15 @@ struct objrest {
     char *sel_gvr, *sel_query; /* objrest_set_list_selector */
     objrest_wait_fn wait_fn;
     void *wait_ctx;
+    objrest_changes_fn changes_fn;
+    void *changes_ctx;
 };
+
+void objrest_set_changes_fn(struct objrest *r, objrest_changes_fn fn, void *ctx)
+{
+    r->changes_fn = fn;
+    r->changes_ctx = ctx;
+}
 
 void objrest_set_wait_fn(struct objrest *r, objrest_wait_fn fn, void *ctx)
 {
@@ -336,7 +344,20 @@ static int r_wait(void *ctx, const char *after_rv, int timeout_ms, struct tern_e
     }
 }
 
+static int r_changes(void *ctx, const char *const *gvrs, size_t n, const char *after_rv,
+                     struct objstore_changes *ret, struct tern_err *err)
+{
+    struct objrest *r = ctx;
+    if (!r->changes_fn)
+        return err_set(err, -ENOTSUP, "no watch in process: list instead");
+    for (size_t i = 0; i < n && r->sel_gvr; i++)
+        if (strcmp(gvrs[i], r->sel_gvr) == 0)
+            return err_set(err, -ENOTSUP, "%s is listed with a selector", gvrs[i]);
+    return r->changes_fn(r->changes_ctx, gvrs, n, after_rv, ret, err);
+}
+
 static const struct objstore_ops rest_ops = {
+    .changes = r_changes,
     .get = r_get,
     .list = r_list,
     .create = r_create,

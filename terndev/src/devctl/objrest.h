@@ -22,6 +22,8 @@
  *                         spec.nodeName, PUT)
  *   wait           polls GET /api/v1/namespaces?limit=1 every 200 ms until
  *                  the list resourceVersion passes after_rv
+ *   changes        from objrest_set_changes_fn (tern-dev: its watch hub, in
+ *                  process); without one, -ENOTSUP (a cache lists instead)
  * Status codes: 404 -> TERN_ENOTFOUND, 409 AlreadyExists -> -EEXIST,
  * 409 otherwise -> TERN_ECONFLICT, 400/422 -> TERN_EINVALID, 401/403 ->
  * TERN_EAUTH, other non-2xx -> TERN_EHTTP; the Status message goes to err.
@@ -62,6 +64,15 @@ struct objstore objrest_objstore(struct objrest *r);
  * otherwise. */
 typedef int (*objrest_wait_fn)(void *ctx, int64_t after, int timeout_ms);
 void objrest_set_wait_fn(struct objrest *r, objrest_wait_fn fn, void *ctx);
+
+/* changes are answered by fn (same contract as objstore_ops.changes):
+ * tern-dev's in-process watch hub. Without it (tern-node over HTTPS) and
+ * for a resource with a list selector (the changes would not be filtered)
+ * objstore_changes answers -ENOTSUP. */
+typedef int (*objrest_changes_fn)(void *ctx, const char *const *gvrs, size_t n,
+                                  const char *after_rv, struct objstore_changes *ret,
+                                  struct tern_err *err);
+void objrest_set_changes_fn(struct objrest *r, objrest_changes_fn fn, void *ctx);
 
 /* Every list of gvr gets fieldSelector=selector (e.g. "v1/pods" with
  * "spec.nodeName=NODE": a node may list only its own pods). Copied; one

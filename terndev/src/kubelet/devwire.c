@@ -4,6 +4,7 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
+#include "base/num.h"
 #include "devctl/fsutil.h"
 #include "devctl/objrest.h"
 #include "devctl/satoken.h"
@@ -98,6 +99,30 @@ static int hub_wait(void *ctx, int64_t after, int timeout_ms)
     return apiwatch_hub_wait(rest->hub, after + 1, timeout_ms) ? 0 : TERN_ETIMEOUT;
 }
 
+static int add_change(void *ctx, size_t which, bool deleted, int64_t rev, cJSON *obj)
+{
+    objstore_changes_add(ctx, which, deleted, rev, obj);
+    return 0;
+}
+
+/* The controllers' and the kubelet's caches follow the hub: a pass reads
+ * what changed since the last one (and every write before it began). */
+static int hub_changes(void *ctx, const char *const *gvrs, size_t n, const char *after_rv,
+                       struct objstore_changes *ret, struct tern_err *err)
+{
+    struct apirest *rest = ctx;
+    int64_t after = 0, upto = 0;
+    if (n == 0)
+        return 0;
+    if (!after_rv || num_parse_i64(after_rv, &after) != 0)
+        return err_set(err, TERN_EINVALID, "bad resourceVersion \"%s\"",
+                       after_rv ? after_rv : "");
+    int rc = apirest_changes(rest, gvrs, n, after, 2000, add_change, ret, &upto, err);
+    if (rc == 0)
+        num_fmt_i64(upto, ret->rv);
+    return rc;
+}
+
 int devwire_start(const struct devwire_cfg *cfg, struct devwire **ret, struct tern_err *err)
 {
     struct devwire *w = xcalloc(1, sizeof *w);
@@ -114,6 +139,7 @@ int devwire_start(const struct devwire_cfg *cfg, struct devwire **ret, struct te
     struct objrest_transport t = {inproc, cfg->rest};
     w->objrest = objrest_new(&t);
     objrest_set_wait_fn(w->objrest, hub_wait, cfg->rest);
+    objrest_set_changes_fn(w->objrest, hub_changes, cfg->rest);
     static const char *const extra[] = {"tern.dev/v1alpha1/agentsessions=AgentSession"};
     struct devrun_cfg dc = {
         .store = objrest_objstore(w->objrest),
