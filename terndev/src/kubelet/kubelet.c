@@ -37,6 +37,10 @@ int kubelet_new(const struct objstore *store, const struct kubelet_cfg *cfg, str
 {
     struct kubelet *k = xcalloc(1, sizeof *k);
     k->s = store;
+    if (objstore_has_changes(store)) {
+        const char *np[] = {"networking.k8s.io/v1/networkpolicies"};
+        k->npcache = objcache_new(store, np, 1, OBJCACHE_RESYNC_S);
+    }
     k->dir = xstrdup(cfg->dir);
     k->node = xstrdup(cfg->node_name ? cfg->node_name : "tern-dev");
     k->version = xstrdup(cfg->version ? cfg->version : TERN_KUBELET_VERSION);
@@ -121,6 +125,7 @@ void kubelet_free(struct kubelet *k)
         kubelet__free_pod(k, k->pods[i]);
     free(k->pods);
     cache_clear(k);
+    objcache_free(k->npcache);
     free(k->dir);
     free(k->node);
     free(k->node_uid);
@@ -147,6 +152,23 @@ static cJSON *list_items(struct kubelet *k, const char *gvr, const char *ns)
     cJSON *it = cJSON_DetachItemFromObjectCaseSensitive(l, "items");
     cJSON_Delete(l);
     return it ? it : cJSON_CreateArray();
+}
+
+/* The NetworkPolicies of ns: from the cache (references to its objects,
+ * valid until its next sync) or, without one, a list of ns. */
+static cJSON *netpols_of(struct kubelet *k, const char *ns)
+{
+    if (!k->npcache)
+        return list_items(k, "networking.k8s.io/v1/networkpolicies", ns);
+    cJSON *arr = cJSON_CreateArray();
+    cJSON *it;
+    cJSON_ArrayForEach(it, (cJSON *)kobj_at(objcache_list(k->npcache, 0), "items"))
+    {
+        const char *ins = kobj_str(it, "metadata.namespace");
+        if (ins && strcmp(ins, ns) == 0)
+            cJSON_AddItemReferenceToArray(arr, it);
+    }
+    return arr;
 }
 
 /* Adds the object gvr ns/name to arr unless it is there already or cannot
@@ -205,7 +227,7 @@ void kubelet__cache_pod(struct kubelet *k, const cJSON *pod)
     cache_clear(k);
     k->cache_uid = uid ? xstrdup(uid) : NULL;
     k->cache_ns = xstrdup(ns);
-    k->netpols = netpols ? netpols : list_items(k, "networking.k8s.io/v1/networkpolicies", ns);
+    k->netpols = netpols ? netpols : netpols_of(k, ns);
     k->cms = cJSON_CreateArray();
     k->secrets = cJSON_CreateArray();
     k->pvcs = cJSON_CreateArray();
@@ -374,6 +396,9 @@ int kubelet_sync(struct kubelet *k, int64_t now_ms, struct tern_err *err)
 {
     int rc = kubelet__sync_node(k, now_ms, err);
     cJSON *l = NULL, *pods = NULL;
+    cache_clear(k); /* holds references into npcache */
+    if (k->npcache)
+        objcache_sync(k->npcache, now_ms / 1000, NULL);
     k->last_rv[0] = 0;
     struct tern_err lerr = {0};
     int lr = objstore_list(k->s, "v1/pods", NULL, &l, &lerr);

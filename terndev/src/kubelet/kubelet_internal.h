@@ -25,6 +25,7 @@
 #define TERN_KUBELET_INTERNAL_H
 
 #include "base/err.h"
+#include "devctl/objcache.h"
 #include "devctl/objstore.h"
 #include "devctl/satoken.h"
 #include "kubelet/kubelet.h"
@@ -100,6 +101,11 @@ struct kubelet {
      * may read only what its pods reference) and its namespace's policies */
     char *cache_uid, *cache_ns;
     cJSON *cms, *secrets, *pvcs, *pvs, *netpols;
+    /* every NetworkPolicy, kept current from the store's changes (synced
+     * once per pass; netpols then holds references into it); NULL when
+     * the store keeps no changes (tern-node: a list of the pod's
+     * namespace) */
+    struct objcache *npcache;
 };
 
 /* ---- kubelet.c ---- */
