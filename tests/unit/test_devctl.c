@@ -42,13 +42,16 @@ struct env {
     char voldir[512];
 };
 
+static int env_backoff; /* the Job backoff base of env_init's controllers */
+
 static void env_init(struct env *e)
 {
     e->m = memstore_new(clock_fn, NULL);
     e->s = memstore_objstore(e->m);
     snprintf(e->voldir, sizeof e->voldir, "%s/volumes", th_tmpdir());
     const char *extra[] = {"tern.dev/v1alpha1/agentsessions=AgentSession"};
-    struct devctl_cfg cfg = {.volume_dir = e->voldir, .job = {0, 600}, .extra = extra, .nextra = 1};
+    struct devctl_cfg cfg = {.volume_dir = e->voldir, .job = {env_backoff, 600}, .extra = extra,
+                           .nextra = 1};
     e->d = devctl_new(&e->s, &cfg);
     struct tern_err err;
     ASSERT_OK(devctl_sync(e->d, fake_now, NULL, &err)); /* creates "default" */
@@ -582,5 +585,38 @@ TEST(controllers_list_once_then_follow_changes_and_read_their_writes)
     ASSERT_NULL(get(&e, "v1/namespaces", "", "t"));
     /* the test's own lists only: the controllers listed nothing more */
     ASSERT_EQ_INT(memstore_lists(e.m), lists + 1);
+    env_done(&e);
+}
+
+/* Passes over an unchanged store decide nothing new, but time-driven work
+ * still happens when it is due: a failed pod's replacement after the
+ * backoff, with nothing written in between. */
+TEST(an_unchanged_store_still_gets_its_time_driven_work)
+{
+    env_backoff = 5; /* due before the 10 s a skipped pass may last */
+    struct env e;
+    env_init(&e);
+    cJSON_Delete(create(&e, "batch/v1/jobs", JOB_JSON("")));
+    sync_n(&e, 1);
+    cJSON *pods = list_items(&e, "v1/pods", "default");
+    ASSERT_EQ_INT(cJSON_GetArraySize(pods), 1);
+    set_pod_phase(&e, cJSON_GetArrayItem(pods, 0), "Failed", 1);
+    cJSON_Delete(pods);
+    int64_t rev = 0;
+    for (int i = 0; i < 4; i++) {
+        int64_t next = -1;
+        struct tern_err err;
+        ASSERT_OK(devctl_sync(e.d, fake_now, &next, &err));
+        if (i >= 2) { /* settled: nothing more is written before the backoff */
+            ASSERT_EQ_INT(memstore_revision(e.m), rev);
+            ASSERT_CMP_INT(next, >, 0);
+            ASSERT_CMP_INT(next, <=, 5);
+        }
+        rev = memstore_revision(e.m);
+    }
+    ASSERT_EQ_INT(memstore_count(e.m, "v1/pods"), 1);
+    fake_now += 6;
+    sync_n(&e, 2);
+    ASSERT_EQ_INT(memstore_count(e.m, "v1/pods"), 2);
     env_done(&e);
 }

@@ -49,7 +49,15 @@ struct devctl {
     struct res *res;
     size_t nres;
     struct objcache *cache; /* res[0..nres) and then v1/namespaces */
+    /* the last full pass: when, whether it met no error, and when its
+     * time-driven change is due (-1 none) */
+    int64_t last_pass, due;
+    bool settled;
 };
+
+/* A pass over an unchanged cache decides what the last one did; it is
+ * skipped, but not for longer than this (seconds). */
+#define IDLE_PASS_S 10
 
 static void add_res(struct devctl *d, const char *gvr, const char *kind)
 {
@@ -566,7 +574,17 @@ int devctl_sync(struct devctl *d, int64_t now, int64_t *ret_next, struct tern_er
     int64_t next = -1;
     /* a resource the store does not serve is empty (its list failed) */
     struct tern_err lerr = {0};
+    struct objcache_stats s0, s1;
+    objcache_stats(d->cache, &s0);
     int lr = objcache_sync(d->cache, now, &lerr);
+    objcache_stats(d->cache, &s1);
+    if (lr == 0 && d->settled && s1.relists == s0.relists && s1.changes == s0.changes &&
+        (d->due < 0 || now < d->due) && now >= d->last_pass &&
+        now - d->last_pass < IDLE_PASS_S) {
+        if (ret_next)
+            *ret_next = d->due < 0 ? -1 : d->due - now;
+        return 0;
+    }
     for (size_t i = 0; i < d->nres; i++)
         d->res[i].list = objcache_list(d->cache, i);
     if (objcache_ok(d->cache, d->nres))
@@ -577,6 +595,9 @@ int devctl_sync(struct devctl *d, int64_t now, int64_t *ret_next, struct tern_er
     first_err(&rc, sync_jobs(d, now, &next, err));
     first_err(&rc, sync_deployments(d, now, &next, err));
     first_err(&rc, sync_gc(d, err));
+    d->settled = rc == 0;
+    d->last_pass = now;
+    d->due = next < 0 ? -1 : now + next;
     if (ret_next)
         *ret_next = next;
     return rc;

@@ -3,10 +3,14 @@
  * namespace lifecycle, default ServiceAccounts and PVC binding, acting
  * through an objstore (objstore.h).
  *
- * Level-triggered: devctl_sync lists what it needs, decides, writes the
- * differences, and reports when a time-driven change is due; devctl_run
- * loops sync + objstore wait until *stop. Writes that conflict are dropped
- * and retried at the next sync.
+ * Level-triggered: devctl_sync brings its cache of every resource it needs
+ * up to date (objcache.h: listed once, then the store's changes), decides
+ * over the whole lists, writes the differences, and reports when a
+ * time-driven change is due; devctl_run loops sync + objstore wait until
+ * *stop. Writes that conflict are dropped and retried at the next sync. A
+ * sync that finds nothing changed since a pass that met no error, before
+ * its time-driven change is due and within 10 s of it, decides nothing
+ * (the decision would be the same).
  *
  * Namespace lifecycle: "default" is created when missing; every active
  * namespace gets a ServiceAccount "default". A deleting namespace has every
