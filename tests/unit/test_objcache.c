@@ -162,11 +162,10 @@ TEST(cache_lists_once_then_applies_changes)
         ASSERT_EQ_STR(cached(c, 0, "a", "cm3", NULL), "0");
     }
     /* deleting everything empties it */
-    const char *names[][2] = {{"b", "cm0"}, {"a", "cm3"}, {"b", "cm2"}, {"b", "cm4"},
+    const char *names[][2] = {{"b", "cm0"}, {"a", "cm3"},  {"b", "cm2"}, {"b", "cm4"},
                               {"a", "new"}, {"a", "new2"}, {"b", "new"}};
     for (size_t i = 0; i < 7; i++)
-        ASSERT_OK(objstore_remove(&s, "v1/configmaps", names[i][0], names[i][1], NULL, NULL,
-                                  NULL));
+        ASSERT_OK(objstore_remove(&s, "v1/configmaps", names[i][0], names[i][1], NULL, NULL, NULL));
     put_cm(&s, "a", "last", "9");
     ASSERT_OK(objcache_sync(c, fake_now, NULL));
     ASSERT_EQ_STR(cached(c, 0, "a", "last", &n), "9");

@@ -13,10 +13,10 @@
 
 struct cres {
     char *gvr;
-    cJSON *list;    /* {"items": [...]} */
-    cJSON *items;   /* borrowed from list */
+    cJSON *list;         /* {"items": [...]} */
+    cJSON *items;        /* borrowed from list */
     struct kmap *by_key; /* "ns/name" -> item in items */
-    int64_t floor;  /* listed at this revision: changes up to it are in */
+    int64_t floor;       /* listed at this revision: changes up to it are in */
     bool ok;
 };
 

@@ -56,8 +56,8 @@ bool objcache_ok(const struct objcache *c, size_t i);
 const char *objcache_rv(const struct objcache *c);
 
 struct objcache_stats {
-    uint64_t relists;  /* syncs that listed every resource */
-    uint64_t changes;  /* changes applied */
+    uint64_t relists; /* syncs that listed every resource */
+    uint64_t changes; /* changes applied */
 };
 void objcache_stats(const struct objcache *c, struct objcache_stats *ret);
 
