@@ -172,3 +172,74 @@ TEST(reclaims_only_its_own_released_volumes_under_its_root)
     localpv_actions_done(&a);
     cJSON_Delete(pvs);
 }
+
+/* The caches keep only what localpv_trim_* leave: deciding over them must
+ * give what deciding over the whole objects gives, and the handlers'
+ * filters must let through every object the decision acts on. */
+TEST(decides_the_same_over_what_the_caches_keep)
+{
+    const char *claims_text =
+        "[{\"metadata\":{\"name\":\"ws\",\"namespace\":\"a\",\"uid\":\"u1\","
+        "\"resourceVersion\":\"7\",\"labels\":{\"tern.dev/session\":\"s\"},"
+        "\"annotations\":{\"volume.kubernetes.io/storage-provisioner\":\"tern.dev/local-path\","
+        "\"other\":\"x\"},\"ownerReferences\":[{\"uid\":\"o\",\"name\":\"s\"}],"
+        "\"managedFields\":[{\"manager\":\"tern-operator\"}]},"
+        "\"spec\":{\"accessModes\":[\"ReadWriteMany\"],\"volumeMode\":\"Block\","
+        "\"resources\":{\"requests\":{\"storage\":\"3Gi\"},\"limits\":{\"storage\":\"4Gi\"}}},"
+        "\"status\":{\"phase\":\"Pending\"}},"
+        "{\"metadata\":{\"name\":\"cls\",\"namespace\":\"a\",\"uid\":\"u2\"},"
+        "\"spec\":{\"storageClassName\":\"tern-local\"},\"status\":{\"phase\":\"Pending\"}},"
+        "{\"metadata\":{\"name\":\"bound\",\"namespace\":\"a\",\"uid\":\"u3\"},"
+        "\"spec\":{\"storageClassName\":\"tern-local\",\"volumeName\":\"pvc-u3\"},"
+        "\"status\":{\"phase\":\"Bound\"}}]";
+    const char *pvs_text =
+        "[{\"metadata\":{\"name\":\"pvc-r\",\"resourceVersion\":\"9\",\"annotations\":"
+        "{\"pv.kubernetes.io/provisioned-by\":\"tern.dev/local-path\",\"y\":\"z\"},"
+        "\"managedFields\":[{\"manager\":\"tern-node\"}]},"
+        "\"spec\":{\"persistentVolumeReclaimPolicy\":\"Delete\",\"capacity\":{\"storage\":\"1Gi\"},"
+        "\"hostPath\":{\"path\":\"/v/pvc-r\",\"type\":\"DirectoryOrCreate\"},"
+        "\"claimRef\":{\"namespace\":\"a\",\"name\":\"gone\",\"uid\":\"u9\"}},"
+        "\"status\":{\"phase\":\"Released\"}},"
+        "{\"metadata\":{\"name\":\"pvc-u3\",\"annotations\":"
+        "{\"pv.kubernetes.io/provisioned-by\":\"tern.dev/local-path\"}},"
+        "\"spec\":{\"hostPath\":{\"path\":\"/v/pvc-u3\"}},\"status\":{\"phase\":\"Bound\"}}]";
+    cJSON *classes = obj("[{\"metadata\":{\"name\":\"tern-local\"},\"provisioner\":"
+                         "\"tern.dev/local-path\"}]");
+    cJSON *claims = obj(claims_text), *pvs = obj(pvs_text);
+    cJSON *tclaims = obj(claims_text), *tpvs = obj(pvs_text);
+    cJSON *it;
+    cJSON_ArrayForEach(it, tclaims) localpv_trim_claim(it);
+    cJSON_ArrayForEach(it, tpvs) localpv_trim_volume(it);
+    ASSERT_NULL(kobj_at(cJSON_GetArrayItem(tclaims, 0), "metadata.managedFields"));
+    ASSERT_NULL(kobj_at(cJSON_GetArrayItem(tclaims, 0), "metadata.labels"));
+    ASSERT_NULL(json_get(kobj_at(cJSON_GetArrayItem(tclaims, 0), "metadata.annotations"),
+                         "other"));
+    ASSERT_NULL(kobj_at(cJSON_GetArrayItem(tpvs, 0), "spec.capacity"));
+
+    struct localpv_cfg cfg = {.root = "/v"};
+    struct localpv_actions whole, kept;
+    localpv_decide(&cfg, classes, claims, pvs, &whole);
+    localpv_decide(&cfg, classes, tclaims, tpvs, &kept);
+    ASSERT_EQ_INT(cJSON_GetArraySize(whole.create), 2);
+    ASSERT_EQ_INT(cJSON_GetArraySize(whole.remove), 1);
+    ASSERT_TRUE(json_equal(whole.create, kept.create));
+    ASSERT_TRUE(json_equal(whole.remove, kept.remove));
+    ASSERT_EQ_INT(kept.ndirs, 1);
+    ASSERT_EQ_STR(kept.dirs[0], "/v/pvc-r");
+    ASSERT_EQ_STR(kobj_str(cJSON_GetArrayItem(kept.create, 0), "spec.volumeMode"), "Block");
+
+    /* the filters: the two claims it provisions pass, the bound one not;
+     * the released PV passes, the bound one not */
+    ASSERT_TRUE(localpv_claim_wants_volume(cJSON_GetArrayItem(tclaims, 0)));
+    ASSERT_TRUE(localpv_claim_wants_volume(cJSON_GetArrayItem(tclaims, 1)));
+    ASSERT_FALSE(localpv_claim_wants_volume(cJSON_GetArrayItem(tclaims, 2)));
+    ASSERT_TRUE(localpv_volume_wants_reclaim(cJSON_GetArrayItem(tpvs, 0)));
+    ASSERT_FALSE(localpv_volume_wants_reclaim(cJSON_GetArrayItem(tpvs, 1)));
+    localpv_actions_done(&whole);
+    localpv_actions_done(&kept);
+    cJSON_Delete(classes);
+    cJSON_Delete(claims);
+    cJSON_Delete(pvs);
+    cJSON_Delete(tclaims);
+    cJSON_Delete(tpvs);
+}

@@ -294,6 +294,13 @@ static int sync_pod(struct kubelet *k, struct kpod *p, const cJSON *pod, int64_t
                 c->ps.waiting_message = c->wmsg;
             }
         } else {
+            /* the pod's network policy before its containers run and are
+             * probed: the namespace starts denying everything, and a probe
+             * whose answer that filter dropped waited its whole timeout */
+            struct tern_err nerr = {0};
+            int nr = kubelet__net_sync(k, p, pod, now_ms, &nerr);
+            if (nr && !rc)
+                rc = err_set(err, nr, "%s", nerr.msg);
             /* init containers in order, then the rest */
             bool inits_done = true;
             for (size_t i = 0; i < p->nc && inits_done; i++) {
@@ -313,10 +320,6 @@ static int sync_pod(struct kubelet *k, struct kpod *p, const cJSON *pod, int64_t
                 first_start(k, p, pod, c, now_ms, err, &rc);
             }
             kubelet__probes(k, p, pod, now_ms);
-            struct tern_err nerr = {0};
-            int nr = kubelet__net_sync(k, p, pod, now_ms, &nerr);
-            if (nr && !rc)
-                rc = err_set(err, nr, "%s", nerr.msg);
         }
     }
 status:;

@@ -34,14 +34,11 @@ struct nodewire {
     char *node, *voldir, *version, *api_host;
     struct kubeconfig *kc;   /* kept for the kubelet's watch */
     struct kclient *watch;   /* the kubelet's wait: a watch of its pods */
-    struct kclient *pv_watch; /* the provisioner's: a watch of the claims */
     atomic_bool cancel;
     struct link kubelet, pv, api;
     struct devrun *run;
     struct kubeletapi *kapi;
-    pthread_t pv_thread;
-    bool pv_started;
-    volatile int stop_pv;
+    struct localpv *pv_prov;
     void (*on_error)(void *ctx, const char *what, const char *msg);
     void *on_error_ctx;
 };
@@ -199,37 +196,13 @@ static int watch_wait(void *ctx, int64_t after, int timeout_ms)
     return TERN_ETIMEOUT;
 }
 
-/* ---- the provisioner's loop ---- */
+/* ---- the provisioner ---- */
 
-static void *pv_main(void *arg)
+static void provisioner_error(void *ctx, const char *msg)
 {
-    struct nodewire *w = arg;
-    struct localpv_cfg cfg = {.root = w->voldir};
-    static const struct kgvr claims = {"", "v1", "persistentvolumeclaims"};
-    while (!w->stop_pv) {
-        /* the claims' revision before the pass: a watch from it ends with
-         * the first claim that changes after (a new one to provision), or
-         * after a second (volumes to reclaim, errors to retry) */
-        char *rv = NULL;
-        cJSON *l = NULL;
-        struct kclient_list_opts lo = {.limit = 1};
-        if (kclient_list(w->pv_watch, &claims, NULL, &lo, &l, NULL) == 0) {
-            const char *v = kobj_str(l, "metadata.resourceVersion");
-            rv = v ? xstrdup(v) : NULL;
-        }
-        cJSON_Delete(l);
-        struct tern_err err = {0};
-        if (localpv_sync(&w->pv.store, &cfg, &err) && w->on_error)
-            w->on_error(w->on_error_ctx, "provisioner", err.msg);
-        struct kclient_list_opts wo = {.resource_version = rv, .timeout_seconds = 1};
-        int rc = rv ? kclient_watch(w->pv_watch, &claims, NULL, &wo, first_event, NULL, NULL) : -1;
-        free(rv);
-        if (rc < 0 && rc != TERN_ECOMPACTED && !w->stop_pv) {
-            struct timespec ts = {1, 0}; /* no watch: the pass every second */
-            nanosleep(&ts, NULL);
-        }
-    }
-    return NULL;
+    struct nodewire *w = ctx;
+    if (w->on_error)
+        w->on_error(w->on_error_ctx, "provisioner", msg);
 }
 
 /* ---- start / stop ---- */
@@ -281,8 +254,6 @@ int nodewire_start(const struct nodewire_cfg *cfg, struct nodewire **ret, struct
     w->kc = kc;
     w->watch = kclient_new(kc, NULL);
     kclient_set_cancel(w->watch, &w->cancel);
-    w->pv_watch = kclient_new(kc, NULL);
-    kclient_set_cancel(w->pv_watch, &w->cancel);
     if (rc)
         goto fail;
     /* the version the API server reports: the kubelet claims that minor */
@@ -337,11 +308,10 @@ int nodewire_start(const struct nodewire_cfg *cfg, struct nodewire **ret, struct
     rc = devrun_start(&dc, &w->run, err);
     if (rc)
         goto fail;
-    if (pthread_create(&w->pv_thread, NULL, pv_main, w) != 0) {
-        rc = err_set(err, -EAGAIN, "cannot start the provisioner thread");
+    struct localpv_cfg pcfg = {.root = w->voldir};
+    rc = localpv_start(kc, &w->pv.store, &pcfg, provisioner_error, w, &w->pv_prov, err);
+    if (rc)
         goto fail;
-    }
-    w->pv_started = true;
     /* registered once the Node exists */
     int timeout = cfg->register_timeout_ms > 0 ? cfg->register_timeout_ms : 30000;
     for (int waited = 0;; waited += 100) {
@@ -378,16 +348,13 @@ void nodewire_stop(struct nodewire *w, int grace_ms)
     if (!w)
         return;
     kubeletapi_stop(w->kapi);
-    w->stop_pv = 1;
-    atomic_store(&w->cancel, true); /* ends the watches at once */
-    if (w->pv_started)
-        pthread_join(w->pv_thread, NULL);
+    atomic_store(&w->cancel, true); /* ends the kubelet's watch at once */
+    localpv_stop(w->pv_prov);
     devrun_stop(w->run, grace_ms);
     link_close(&w->kubelet);
     link_close(&w->pv);
     link_close(&w->api);
     kclient_free(w->watch);
-    kclient_free(w->pv_watch);
     kubeconfig_free(w->kc);
     free(w->node);
     free(w->voldir);
