@@ -34,6 +34,12 @@ struct nodewire {
     char *node, *voldir, *version, *api_host;
     struct kubeconfig *kc;   /* kept for the kubelet's watch */
     struct kclient *watch;   /* the kubelet's wait: a watch of its pods */
+    pthread_t pods_thread;
+    bool pods_started;
+    pthread_mutex_t pods_mu;
+    pthread_cond_t pods_cv;  /* CLOCK_MONOTONIC */
+    int64_t pods_rv;         /* the last change to this node's pods seen */
+    bool pods_inited;
     atomic_bool cancel;
     struct link kubelet, pv, api;
     struct devrun *run;
@@ -160,40 +166,83 @@ static int get_pod(void *ctx, const char *ns, const char *name, cJSON **ret, str
 
 /* ---- the kubelet's wait: a watch of this node's pods ---- */
 
-static int first_event(void *ctx, enum kwatch_type type, cJSON *obj)
+/* A thread keeps a watch of this node's pods open and publishes the
+ * resourceVersion of the last change it saw; the kubelet's wait ends as
+ * soon as that passes the kubelet's last list, or at its deadline (the
+ * earliest time-driven work, a probe say), whichever is first. (A watch
+ * opened per wait could not end before its whole second, so a wait of less
+ * than that slept through the pods that came meanwhile.) */
+static int64_t event_rv(const cJSON *obj)
 {
-    (void)ctx;
-    cJSON_Delete(obj);
-    return type == KWATCH_BOOKMARK ? 0 : 1;
+    const char *v = kobj_str(obj, "metadata.resourceVersion");
+    int64_t rv = 0;
+    return v && num_parse_i64(v, &rv) == 0 ? rv : 0;
 }
 
-/* Ends with the first change to a pod of this node after the kubelet's list
- * (after) instead of the next poll; the period bounds it (time-driven work,
- * objects that are not pods). */
+static void saw(struct nodewire *w, int64_t rv)
+{
+    pthread_mutex_lock(&w->pods_mu);
+    if (rv > w->pods_rv)
+        w->pods_rv = rv;
+    pthread_cond_broadcast(&w->pods_cv);
+    pthread_mutex_unlock(&w->pods_mu);
+}
+
+static int pod_event(void *ctx, enum kwatch_type type, cJSON *obj)
+{
+    if (type != KWATCH_BOOKMARK && type != KWATCH_ERROR)
+        saw(ctx, event_rv(obj));
+    cJSON_Delete(obj);
+    return 0;
+}
+
+static void *pods_main(void *arg)
+{
+    struct nodewire *w = arg;
+    static const struct kgvr pods = {"", "v1", "pods"};
+    char *sel = xasprintf("spec.nodeName=%s", w->node);
+    while (!atomic_load(&w->cancel)) {
+        /* from the list's version: everything after it is an event */
+        cJSON *l = NULL;
+        struct kclient_list_opts lo = {.field_selector = sel, .limit = 1};
+        int rc = kclient_list(w->watch, &pods, NULL, &lo, &l, NULL);
+        int64_t rv = rc == 0 ? event_rv(l) : 0;
+        cJSON_Delete(l);
+        if (rv > 0) {
+            saw(w, rv); /* what happened while no watch ran wakes the kubelet too */
+            char rvs[32];
+            snprintf(rvs, sizeof rvs, "%lld", (long long)rv);
+            struct kclient_list_opts o = {
+                .field_selector = sel, .resource_version = rvs, .timeout_seconds = 300};
+            rc = kclient_watch(w->watch, &pods, NULL, &o, pod_event, w, NULL);
+        }
+        if (rc && !atomic_load(&w->cancel)) { /* not a busy loop on a failing server */
+            struct timespec pause = {0, 200 * 1000000L};
+            nanosleep(&pause, NULL);
+        }
+    }
+    free(sel);
+    return NULL;
+}
+
 static int watch_wait(void *ctx, int64_t after, int timeout_ms)
 {
     struct nodewire *w = ctx;
-    static const struct kgvr pods = {"", "v1", "pods"};
-    if (timeout_ms < 1000) { /* a watch times out in whole seconds: time-driven work is due */
-        struct timespec pause = {0, (long)timeout_ms * 1000000L};
-        nanosleep(&pause, NULL);
-        return TERN_ETIMEOUT;
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
     }
-    char rv[32], *sel = xasprintf("spec.nodeName=%s", w->node);
-    snprintf(rv, sizeof rv, "%lld", (long long)after);
-    struct kclient_list_opts o = {.field_selector = sel,
-                                  .resource_version = rv,
-                                  .timeout_seconds = timeout_ms < 1000 ? 1 : timeout_ms / 1000};
-    struct kclient_err e = {0};
-    int rc = kclient_watch(w->watch, &pods, NULL, &o, first_event, NULL, &e);
-    free(sel);
-    if (rc == 1 || rc == TERN_ECOMPACTED)
-        return 0; /* a change (or one too old to tell: list again) */
-    if (rc < 0 && rc != -ECANCELED) { /* not a busy loop on a failing server */
-        struct timespec pause = {0, 200 * 1000000L};
-        nanosleep(&pause, NULL);
-    }
-    return TERN_ETIMEOUT;
+    pthread_mutex_lock(&w->pods_mu);
+    while (w->pods_rv <= after)
+        if (pthread_cond_timedwait(&w->pods_cv, &w->pods_mu, &dl) == ETIMEDOUT)
+            break;
+    bool changed = w->pods_rv > after;
+    pthread_mutex_unlock(&w->pods_mu);
+    return changed ? 0 : TERN_ETIMEOUT;
 }
 
 /* ---- the provisioner ---- */
@@ -254,6 +303,13 @@ int nodewire_start(const struct nodewire_cfg *cfg, struct nodewire **ret, struct
     w->kc = kc;
     w->watch = kclient_new(kc, NULL);
     kclient_set_cancel(w->watch, &w->cancel);
+    pthread_mutex_init(&w->pods_mu, NULL);
+    pthread_condattr_t cattr;
+    pthread_condattr_init(&cattr);
+    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->pods_cv, &cattr);
+    pthread_condattr_destroy(&cattr);
+    w->pods_inited = true;
     if (rc)
         goto fail;
     /* the version the API server reports: the kubelet claims that minor */
@@ -268,6 +324,11 @@ int nodewire_start(const struct nodewire_cfg *cfg, struct nodewire **ret, struct
     w->version = xasprintf("%s-tern", gv && strlen(gv) < 64 ? gv : "v0.0.0");
     cJSON_Delete(ver);
     /* a node may not list namespaces: its wait watches its own pods */
+    if (pthread_create(&w->pods_thread, NULL, pods_main, w) != 0) {
+        rc = err_set(err, -EAGAIN, "cannot start the pods' watch thread");
+        goto fail;
+    }
+    w->pods_started = true;
     objrest_set_wait_fn(w->kubelet.rest, watch_wait, w);
     char *sel = xasprintf("spec.nodeName=%s", cfg->node);
     objrest_set_list_selector(w->kubelet.rest, "v1/pods", sel); /* nor other nodes' pods */
@@ -348,13 +409,19 @@ void nodewire_stop(struct nodewire *w, int grace_ms)
     if (!w)
         return;
     kubeletapi_stop(w->kapi);
-    atomic_store(&w->cancel, true); /* ends the kubelet's watch at once */
+    atomic_store(&w->cancel, true); /* ends the pods' watch at once */
+    if (w->pods_started)
+        pthread_join(w->pods_thread, NULL);
     localpv_stop(w->pv_prov);
     devrun_stop(w->run, grace_ms);
     link_close(&w->kubelet);
     link_close(&w->pv);
     link_close(&w->api);
     kclient_free(w->watch);
+    if (w->pods_inited) {
+        pthread_cond_destroy(&w->pods_cv);
+        pthread_mutex_destroy(&w->pods_mu);
+    }
     kubeconfig_free(w->kc);
     free(w->node);
     free(w->voldir);
