@@ -535,6 +535,54 @@ static int journal_door(struct controller *c, struct kclient *kc, const struct s
     return r;
 }
 
+static bool owned_by(const cJSON *obj, const char *uid)
+{
+    const cJSON *ref;
+    cJSON_ArrayForEach(ref, json_get(json_get(obj, "metadata"), "ownerReferences"))
+    {
+        const cJSON *u = json_get(ref, "uid");
+        if (uid && cJSON_IsString(u) && strcmp(u->valuestring, uid) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* A decision to delete the NetworkPolicy was made on a cache without the
+ * sandbox pod: before the walls go, the API is asked whether the pod is
+ * there after all (created by a pass the cache has not caught up with);
+ * if so, the decision is made again with it. One read per parking, as a
+ * parked session's policy is gone afterwards. */
+static int confirm_pod_gone(struct kclient *kc, const char *ns, const char *name,
+                            const char *uid, cJSON **pod, struct reconcile_input *in,
+                            struct reconcile_output *out, struct tern_err *err)
+{
+    bool deletes = false;
+    for (size_t i = 0; i < out->nactions && !deletes; i++)
+        deletes = out->actions[i].kind == RA_DELETE &&
+                  !strcmp(out->actions[i].resource, "networking.k8s.io/v1/networkpolicies");
+    if (!deletes || in->pod.exists)
+        return 0;
+    char *sb = children_name(name, "sandbox");
+    cJSON *live = NULL;
+    struct kclient_err ke = {0};
+    int r = kclient_get(kc, &gvrs[W_PODS], ns, sb, &live, &ke);
+    if (r == TERN_ENOTFOUND) {
+        r = 0;
+    } else if (r) {
+        err_set(err, r, "get pod %s: %s", sb, ke.e.msg);
+    } else if (owned_by(live, uid)) {
+        cJSON_Delete(*pod);
+        *pod = live;
+        live = NULL;
+        observe_pod(*pod, &in->pod);
+        reconcile_output_done(out);
+        reconcile_decide(in, out);
+    }
+    cJSON_Delete(live);
+    free(sb);
+    return r;
+}
+
 /* File viewer Jobs of a session (role viewer): one not finished, and the
  * name of one still suspended. */
 struct viewer_scan {
@@ -1462,6 +1510,8 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
             reconcile_output_done(&out);
             reconcile_decide(&in, &out);
         }
+        if ((r = confirm_pod_gone(kc, ns, name, uid, &pod, &in, &out, err)))
+            goto done;
         keep_template(&in, &out);
         /* (a turn open in the journal: its runner may be ahead of the caches) */
         bool turn_open = in.journal.turn > 0 && !in.journal.outcome;
