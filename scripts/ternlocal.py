@@ -542,7 +542,13 @@ class Local:
             path = os.path.join(ROOT, "crds", n + ".yaml")
             if os.path.exists(path):
                 self.kubectl("apply", "-f", path)
-                self.kubectl("wait", "--for=condition=established", "--timeout=60s", "crd/" + n)
+                # (polled: kubectl wait fails at once on a CRD whose status has
+                # no conditions yet, "accessor error: <nil>", on a loaded
+                # machine right after the create)
+                wait_for("crd %s established" % n, lambda n=n: self.kubectl(
+                    "get", "crd/" + n, "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
+                    check=False).strip() == "True", 60, interval=0.2)
 
     def session(self, name, ns="default"):
         return self.get_json("agentsession", name, "-n", ns)

@@ -11,8 +11,9 @@ Per cluster:
    turn finished) before the operator starts, so the operator finds them
    exactly as after days of waiting: no sandbox pod, no Job.
 2. First start: time until every session's status says WaitingForApproval
-   (the operator also creates each one's PVC, token Secret, task ConfigMap and
-   NetworkPolicy: 4 N creates).
+   (the operator also adds each one's finalizer and creates its workspace
+   PVC, the only child a parked session holds: 3 N writes with the status;
+   the token Secret, task ConfigMap and NetworkPolicy come with a pod).
 3. Idle: the operator's RSS and CPU over 20 s with nothing changing.
 4. Restart: time to relist and reconcile all N, and the API writes it made
    (goal: none); then the steady idle RSS and CPU after it.
@@ -363,7 +364,7 @@ def run(cluster, n, perf=False):
         first = time.monotonic() - t0
         m = metrics(t)
         print("  first start: %d sessions reconciled to WaitingForApproval in %.1f s "
-              "(%d reconciles, %d API writes: children and status)" %
+              "(%d reconciles, %d API writes: finalizers, claims and status)" %
               (n, first, m.get("tern_reconciles_total", 0), m.get("tern_api_writes_total", 0)),
               flush=True)
         prof.report()

@@ -213,12 +213,29 @@ def scenario_operator_restart(t):
     assert_exactly_once(events(t, "restart"))
 
 
+def pod_children(t, name):
+    """The token Secret, task ConfigMap and NetworkPolicy of a session that
+    exist (a parked session has none of them)."""
+    return t.kubectl("get", "secret/%s-sandbox-token" % name, "configmap/%s-task" % name,
+                     "networkpolicy/%s-sandbox" % name, "--ignore-not-found",
+                     "-o", "name").split()
+
+
 def scenario_suspend_resume(t):
     t.kubectl("apply", "-f", "-", input=manifest(t, "susp"))
     waiting(t, "susp")
+    eq(len(pod_children(t, "susp")), 3, "with its pod: token Secret, task ConfigMap, policy")
+    tok = token(t, "susp")
+    wait_for("the sandbox ready", lambda: t.session("susp")["status"]["sandbox"].get("ready"),
+             120)
+    before = {x["key"] for x in executions(t, "susp")}
+    eq(len(before) > 0, True, "commands ran before the suspension")
     t.kubectl("patch", "agentsession", "susp", "--type=merge", "-p", '{"spec":{"suspend":true}}')
     wait_for("sandbox removed", lambda: t.kubectl("get", "pod", "susp-sandbox", check=False)
              .strip() == "", 120)
+    # parked: only the workspace claim is left
+    wait_for("token Secret, task ConfigMap and NetworkPolicy removed",
+             lambda: pod_children(t, "susp") == [], 60, interval=0.3)
     eq(bool(t.kubectl("get", "pvc", "susp-workspace", "-o", "name")), True, "workspace kept")
     t.kubectl("patch", "agentsession", "susp", "--type=merge", "-p", '{"spec":{"suspend":false}}')
     s = t.session("susp")
@@ -226,6 +243,15 @@ def scenario_suspend_resume(t):
     t.kubectl("annotate", "agentsession", "susp", "tern.dev/approve=" + pid)
     s = completed(t, "susp")
     eq(phase(s), "Succeeded", "phase")
+    # woken: the three came back with the pod, the token is a new one and
+    # works (the turn's runner used it; so does this read of sandboxd's
+    # log, which lives in the workspace and kept what ran before)
+    eq(len(pod_children(t, "susp")), 3, "the children back with the pod")
+    eq(token(t, "susp") != tok, True, "a new token")
+    wait_for("the sandbox ready", lambda: t.session("susp")["status"]["sandbox"].get("ready"),
+             120)
+    after = {x["key"] for x in executions(t, "susp")}
+    eq(before <= after, True, "the workspace intact: %r not in %r" % (before, after))
 
 
 def scenario_fork(t):

@@ -446,7 +446,8 @@ def scenario_task_md_and_the_prompt_agree(t):
     apply(t, manifest("taskmd", t.fast_base, "fake-fast",
                       "  messages: [\"a follow-up in the conversation\"]\n"))
     succeeded(t, "taskmd")
-    # the sandbox may be parked after the turn: read task.md from the ConfigMap it mounts
+    # task.md as the sandbox mounts it: its ConfigMap (there while the pod is,
+    # idleSuspendSeconds 600 after the turn)
     task = t.get_json("configmap", "taskmd-task")["data"]["task.md"]
     eq("a follow-up" in task, False, "task.md holds the objective, not the follow-ups")
     contains(task, "do the thing", "the objective")

@@ -417,6 +417,15 @@ def step_suspend_and_delete(r):
     wait_for("demo's sandbox removed", lambda: t.kubectl(
         "get", "pod", "demo-sandbox", "-n", NS, "--ignore-not-found", "-o", "name")
         .strip() == "", 60, interval=0.2)
+    # parked, it keeps only its workspace claim (the operator's deletes of
+    # Secrets, ConfigMaps and NetworkPolicies)
+    wait_for("demo's token and journal Secrets, task ConfigMap and NetworkPolicy removed",
+             lambda: t.kubectl("get", "secret/demo-sandbox-token", "secret/demo-journal",
+                               "configmap/demo-task", "networkpolicy/demo-sandbox", "-n", NS,
+                               "--ignore-not-found", "-o", "name").strip() == "", 60,
+             interval=0.2)
+    eq(t.kubectl("get", "pvc", "demo-workspace", "-n", NS, "-o", "name").strip(),
+       "persistentvolumeclaim/demo-workspace", "the workspace claim stays")
     uids = {n: t.session(n, NS)["metadata"]["uid"] for n in ("demo", "demo-alt")}
     # the fork has finished: with a time to live of 0 the operator deletes it
     wait_for("demo-alt finished", lambda: phase(t.session("demo-alt", NS)) == "Succeeded", 60,
@@ -547,9 +556,10 @@ KUBE_UNROUTABLE = {("authorization.k8s.io", "subjectaccessreviews", "create")}
 # a ConfigMap only to apply an approved memory proposal or to replace an
 # artifact set a crash left unrecorded, and deletes one only when a retained
 # set's TTL has passed (test_memory, test_artifacts; the rules themselves are
-# checked by test_install_manifests)
+# checked by test_install_manifests); it patches a Job only to resume the
+# file viewer of a parked session whose files are asked for (test_stream_api)
 USED_WHEN_NEEDED = {("tern.dev", "agentsessions", "watch"), ("", "configmaps", "update"),
-                    ("", "configmaps", "delete")}
+                    ("", "configmaps", "delete"), ("batch", "jobs", "patch")}
 
 
 def excess(r, user, manifest):

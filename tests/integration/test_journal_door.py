@@ -6,8 +6,8 @@ from pods: without a certificate nothing connects; with a runner's
 certificate and session A's credentials, session B's journal and lock
 cannot be read, appended to or deleted, and no user or role can be
 changed. A deleted session's user is gone, a parked one (no pod, no Job)
-has none until its next turn; a rotated runner certificate reaches the
-next turn.
+has none and no Secret until its next turn, which gets a new password; a
+rotated runner certificate reaches the next turn.
 
 Run: /usr/bin/python3 tests/integration/test_journal_door.py [name-substring]
 """
@@ -292,10 +292,32 @@ def main():
                 raise AssertionError("a parked session's password logs in")
             except urllib.error.HTTPError as e:
                 contains(e.read().decode(), "authentication failed", "login refused")
+            # parked, it holds only its workspace claim: no credentials at all
+            wait_for("sp's Secrets, task ConfigMap and NetworkPolicy removed while parked",
+                     lambda: t.kubectl("get", "secret/sp-journal", "secret/sp-sandbox-token",
+                                       "configmap/sp-task", "networkpolicy/sp-sandbox",
+                                       "--ignore-not-found", "-o", "name").strip() == "",
+                     60, interval=0.3)
+            eq(t.kubectl("get", "pvc", "sp-workspace", "-o", "name").strip(),
+               "persistentvolumeclaim/sp-workspace", "the workspace claim stays")
             t.tern("approve", "sp")
             s = e2e.completed(t, "sp")
             eq(phase(s), "Succeeded", "the turn after the wake ran (its runner logged in)")
-            eq(secret_files(t, "sp")["password"], files["password"], "the Secret's password kept")
+            # the wake made a new Secret with a new password, granted once:
+            # it logs in, the old one still does not
+            woke = secret_files(t, "sp")
+            eq(woke["password"] != files["password"], True, "a new password after the wake")
+            as_runner(t, woke, os.path.join(work, "sp-woke")).range("/tern/v1/s/%s/" % uid)
+            try:
+                as_runner(t, files, os.path.join(work, "sp-old"))
+                raise AssertionError("the password of before the park logs in")
+            except urllib.error.HTTPError as e:
+                contains(e.read().decode(), "authentication failed", "old login refused")
+            # finished and idle again: parked again, the user and the
+            # children go again
+            wait_for("sp parked again", lambda: "tern-s-" + uid not in users() and t.kubectl(
+                "get", "secret/sp-journal", "secret/sp-sandbox-token", "pod/sp-sandbox",
+                "--ignore-not-found", "-o", "name").strip() == "", 120, interval=0.5)
 
         for name, fn in [
             ("no_certificate_no_connection", no_certificate_no_connection),

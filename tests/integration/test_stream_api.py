@@ -188,9 +188,22 @@ def main():
             contains(r.stderr, "persisted artifact", "cp says where from")
             eq(t.get_json("jobs", "-l", "tern.dev/role=viewer")["items"], [],
                "no viewer for a persisted artifact")
+            # parked: no token Secret, task ConfigMap or NetworkPolicy; the
+            # viewer is made suspended and resumed once the operator made
+            # the Secret and the policy it needs
+            def pod_children():
+                return t.kubectl("get", "secret/live-sandbox-token", "configmap/live-task",
+                                 "networkpolicy/live-sandbox", "--ignore-not-found",
+                                 "-o", "name").split()
+            wait_for("live's pod children removed", lambda: pod_children() == [], 60,
+                     interval=0.3)
             contains(tern(t, "ls", "live", timeout=180).stdout, "output/", "ls, from the viewer")
             jobs = t.get_json("jobs", "-l", "tern.dev/role=viewer")["items"]
             eq(len(jobs) >= 1, True, "a viewer Job was made")
+            eq([j["spec"].get("suspend") for j in jobs], [False] * len(jobs), "resumed")
+            eq(sorted(pod_children()), ["networkpolicy.networking.k8s.io/live-sandbox",
+                                        "secret/live-sandbox-token"],
+               "the viewer's Secret and policy, no task ConfigMap")
             eq(t.kubectl("get", "pod", "live-sandbox", "--ignore-not-found", "-o", "name")
                .strip(), "", "the sandbox stayed parked")
 

@@ -131,9 +131,10 @@ TEST(fresh_session_journals_objective_and_creates_children)
     ASSERT_EQ_INT(count(&o, RA_JOURNAL_APPEND, "user_message"), 1);
     ASSERT_EQ_STR(find(&o, RA_JOURNAL_APPEND, "user_message")->key, "objective");
     ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/persistentvolumeclaims"), 1);
-    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/secrets"), 1);
-    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/configmaps"), 1);
-    ASSERT_EQ_INT(count(&o, RA_CREATE, "networking.k8s.io/v1/networkpolicies"), 1);
+    /* the token Secret, task ConfigMap and NetworkPolicy come with the pod */
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/secrets"), 0);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/configmaps"), 0);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "networking.k8s.io/v1/networkpolicies"), 0);
     ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 0); /* after the journal moved */
     ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
     ASSERT_EQ_STR(o.phase, "Pending");
@@ -337,8 +338,10 @@ TEST(final_answer_is_succeeded_and_completed)
     ASSERT_EQ_STR(json_get(json_get(o.status, "result"), "summary")->valuestring, "it works");
     ASSERT_EQ_INT(count(&o, RA_EVENT, "Completed"), 1);
     ASSERT_EQ_INT(count(&o, RA_CREATE, NULL), 0);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, NULL), 3); /* no pod, no Job: only the claim stays */
     /* steady state: deciding again from the written status changes nothing */
     struct reconcile_input again = in;
+    again.token_exists = again.task_exists = again.netpol_exists = false;
     again.status = o.status;
     again.now += 5;
     struct reconcile_output o2;
@@ -430,6 +433,164 @@ TEST(idle_sandbox_is_parked_and_suspend_removes_it)
     ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 1);
     ASSERT_EQ_INT(count(&o, RA_CREATE, "batch/v1/jobs"), 0);
     ASSERT_EQ_STR(o.phase, "Suspended");
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+/* The index of the first action of kind k on resource, or -1. */
+static int index_of(const struct reconcile_output *o, enum reconcile_action_kind k,
+                    const char *resource)
+{
+    for (size_t i = 0; i < o->nactions; i++)
+        if (o->actions[i].kind == k && o->actions[i].resource &&
+            strcmp(o->actions[i].resource, resource) == 0)
+            return (int)i;
+    return -1;
+}
+
+static const char *delete_name(const struct reconcile_output *o, const char *resource)
+{
+    int i = index_of(o, RA_DELETE, resource);
+    return i < 0 ? NULL : o->actions[i].name;
+}
+
+/* A parked session (waiting for approval, no pod, no Job) holds only its
+ * workspace claim: the token Secret, task ConfigMap and NetworkPolicy go,
+ * the NetworkPolicy not before the pod is gone. */
+TEST(a_parked_session_holds_only_its_claim)
+{
+    struct session_spec *s = spec_from(SESSION_YAML("  sandbox: {idleSuspendSeconds: 300}\n"));
+    struct reconcile_input in = base_input(s);
+    waiting_for(&in, "ap-1");
+    in.journal.updated_at = in.journal.pending_requested_at = in.now - 300;
+    char hash[17];
+    in.pod = (struct observed_pod){.exists = true, .phase = "Running", .ready = true,
+                                   .ip = "127.1.0.5",
+                                   .sandbox_hash = children_sandbox_hash(s, &cfg, hash)};
+    struct reconcile_output o;
+    /* idle: the pod is parked; its children stay while it terminates */
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/pods"), 1);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, NULL), 1);
+    reconcile_output_done(&o);
+    in.pod.deleting = true;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, NULL), 0);
+    reconcile_output_done(&o);
+    /* the pod is gone: the three go, the claim stays */
+    in.pod = (struct observed_pod){0};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_STR(o.phase, "WaitingForApproval");
+    ASSERT_EQ_INT(count(&o, RA_CREATE, NULL), 0);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, NULL), 3);
+    ASSERT_EQ_STR(delete_name(&o, "v1/secrets"), "s1-sandbox-token");
+    ASSERT_EQ_STR(delete_name(&o, "v1/configmaps"), "s1-task");
+    ASSERT_EQ_STR(delete_name(&o, "networking.k8s.io/v1/networkpolicies"), "s1-sandbox");
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/persistentvolumeclaims"), 0);
+    reconcile_output_done(&o);
+    /* gone: nothing more to do, nothing created back */
+    in.token_exists = in.task_exists = in.netpol_exists = false;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, NULL), 0);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, NULL), 0);
+    reconcile_output_done(&o);
+    /* a fresh session that waits (e.g. first start of a parked journal)
+     * creates only its claim */
+    in.pvc_exists = false;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, NULL), 1);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/persistentvolumeclaims"), 1);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+/* Woken (the approval decided, the decision journaled), the session gets
+ * its Secret (a new token), ConfigMap and NetworkPolicy back in the same
+ * pass as its pod and turn Job, before them in the action order. */
+TEST(a_woken_session_gets_its_children_before_the_pod)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    in.journal = (struct observed_journal){.last_seq = 10, .turn = 1, .messages = 1,
+                                           .outcome = JOURNAL_OUTCOME_APPROVAL,
+                                           .intent_pending = true, .last_decided_id = "ap-1",
+                                           .updated_at = in.now};
+    in.job = (struct observed_job){.exists = true, .turn = 1, .complete = true};
+    in.token_exists = in.task_exists = in.netpol_exists = false;
+    in.new_token = "a1b2";
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    int sec = index_of(&o, RA_CREATE, "v1/secrets");
+    int cm = index_of(&o, RA_CREATE, "v1/configmaps");
+    int np = index_of(&o, RA_CREATE, "networking.k8s.io/v1/networkpolicies");
+    int pod = index_of(&o, RA_CREATE, "v1/pods");
+    int job = index_of(&o, RA_CREATE, "batch/v1/jobs");
+    ASSERT_TRUE(sec >= 0 && cm >= 0 && np >= 0 && pod >= 0 && job >= 0);
+    ASSERT_TRUE(sec < pod && cm < pod && np < pod && pod < job);
+    ASSERT_EQ_STR(json_get(json_get(o.actions[sec].object, "stringData"), "token")->valuestring,
+                  "a1b2");
+    ASSERT_EQ_INT(count(&o, RA_DELETE, NULL), 0);
+    reconcile_output_done(&o);
+    /* the next pass, the caches behind (nothing of it seen yet): the same
+     * creates again (AlreadyExists is success), nothing deleted */
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 1);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, NULL), 0);
+    reconcile_output_done(&o);
+    /* the runner journaled turn_started before the caches saw pod and Job:
+     * an open turn keeps the children */
+    in.journal.turn = 2;
+    in.journal.outcome = NULL;
+    in.journal.intent_pending = false;
+    in.token_exists = in.task_exists = in.netpol_exists = true;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, NULL), 0);
+    reconcile_output_done(&o);
+    session_spec_free(s);
+}
+
+/* A parked session's file viewer (made suspended by the aggregated API)
+ * gets the token Secret and the NetworkPolicy, then is resumed; while it
+ * runs they stay (the task ConfigMap is the sandbox pod's alone). A
+ * running fork copy Job keeps the token Secret. */
+TEST(viewer_and_copy_jobs_keep_what_they_mount)
+{
+    struct session_spec *s = spec_from(SESSION_YAML(""));
+    struct reconcile_input in = base_input(s);
+    waiting_for(&in, "ap-1");
+    in.token_exists = in.task_exists = in.netpol_exists = false;
+    in.viewer_running = true;
+    in.viewer_suspended = "s1-files-abcde";
+    struct reconcile_output o;
+    reconcile_decide(&in, &o);
+    int sec = index_of(&o, RA_CREATE, "v1/secrets");
+    int np = index_of(&o, RA_CREATE, "networking.k8s.io/v1/networkpolicies");
+    int resume = index_of(&o, RA_PATCH, "batch/v1/jobs");
+    ASSERT_TRUE(sec >= 0 && np >= 0 && resume > sec && resume > np);
+    ASSERT_EQ_STR(o.actions[resume].name, "s1-files-abcde");
+    ASSERT_FALSE(cJSON_IsTrue(json_get(json_get(o.actions[resume].data, "spec"), "suspend")));
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/configmaps"), 0);
+    ASSERT_EQ_INT(count(&o, RA_CREATE, "v1/pods"), 0);
+    reconcile_output_done(&o);
+    /* resumed and running: kept; a task ConfigMap left over goes */
+    in.viewer_suspended = NULL;
+    in.token_exists = in.task_exists = in.netpol_exists = true;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, NULL), 1);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/configmaps"), 1);
+    ASSERT_EQ_INT(count(&o, RA_PATCH, NULL), 0);
+    reconcile_output_done(&o);
+    /* the viewer ended: the rest goes */
+    in.viewer_running = false;
+    in.task_exists = false;
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, NULL), 2);
+    reconcile_output_done(&o);
+    /* a fork's copy Job mounts the session's token */
+    in.copy_job = (struct observed_job){.exists = true};
+    reconcile_decide(&in, &o);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "v1/secrets"), 0);
+    ASSERT_EQ_INT(count(&o, RA_DELETE, "networking.k8s.io/v1/networkpolicies"), 1);
     reconcile_output_done(&o);
     session_spec_free(s);
 }

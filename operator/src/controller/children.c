@@ -710,6 +710,9 @@ cJSON *children_viewer_job(const struct session_spec *s, const struct children_c
     str(meta, "generateName", gen);
     free(gen);
     cJSON *spec = sub(o, "spec");
+    /* made suspended: the operator resumes it once the token Secret and the
+     * NetworkPolicy it needs exist (a parked session has neither) */
+    boolean(spec, "suspend", 1);
     cJSON_AddNumberToObject(spec, "backoffLimit", 0);
     cJSON_AddNumberToObject(spec, "activeDeadlineSeconds", 1800);
     cJSON_AddNumberToObject(spec, "ttlSecondsAfterFinished", 60);

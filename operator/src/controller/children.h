@@ -7,8 +7,9 @@
  * (<= SESSION_MAX_NAME characters, so every child name stays within the
  * 63-character label limit Jobs need):
  *
- *   <s>-workspace      PersistentVolumeClaim (the workspace, outlives pods)
- *   <s>-sandbox-token  Secret (sandboxd's bearer token; runner and sandbox)
+ *   <s>-workspace      PersistentVolumeClaim (the workspace, outlives pods;
+ *                      the only child of a parked session)
+ *   <s>-sandbox-token  Secret (sandboxd's bearer token; runner, sandbox, viewer)
  *   <s>-journal        Secret (the runner's journal credentials; runner only,
  *                      when the journal is locked: controller/jaccess.h)
  *   <s>-task           ConfigMap (task.md: objective, context, references)
@@ -136,7 +137,9 @@ cJSON *children_copy_job(const struct session_spec *child, const struct children
 /* The file viewer of a parked session (Job <s>-files-xxxxx, role viewer):
  * tern-sandboxd --read-only --idle-exit 120 over the workspace volume
  * mounted read-only, for the aggregated API's files and content
- * (streamapi/sapi_kube.h) while there is no sandbox pod. */
+ * (streamapi/sapi_kube.h) while there is no sandbox pod. Made with
+ * spec.suspend: the reconcile creates the token Secret and the
+ * NetworkPolicy it needs (a parked session has neither), then resumes it. */
 cJSON *children_viewer_job(const struct session_spec *s, const struct children_config *c);
 #define CHILDREN_FROM_TOKEN_DIR   "/var/run/tern/from-token"
 /* where turn Jobs mount <s>-journal: ca.crt, tls.crt, tls.key, username, password */

@@ -164,10 +164,16 @@ static void trim_cached(void *ctx, cJSON *obj)
         cJSON_DeleteItemFromObjectCaseSensitive(obj, "spec");
         break;
     }
-    case W_JOBS:
+    case W_JOBS: {
         trim_metadata(obj, false);
+        /* of the spec only suspend (a file viewer waits for its children) */
+        cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
+        bool suspended = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "suspend"));
         cJSON_DeleteItemFromObjectCaseSensitive(obj, "spec");
+        if (suspended)
+            cJSON_AddTrueToObject(cJSON_AddObjectToObject(obj, "spec"), "suspend");
         break;
+    }
     case W_PVCS:
     case W_SECRETS:
     case W_NETPOLS:
@@ -489,8 +495,9 @@ static bool owned_has(struct controller *c, enum watched w, const char *uid, con
 /* The session's journal user and the Secret its runners mount
  * (controller/jaccess.h): made before a turn Job is created, kept while
  * one runs or the sandbox pod is there (a turn may follow at once), and
- * removed while the session is parked (no Job, no pod, none about to be
- * made), so parked sessions cost etcd's auth nothing. */
+ * removed, the user and then the Secret, while the session is parked (no
+ * Job, no pod, none about to be made), so parked sessions cost etcd's auth
+ * nothing and hold no credentials; the next turn gets a new password. */
 static int journal_door(struct controller *c, struct kclient *kc, const struct session_spec *spec,
                         const char *name, const char *uid, bool busy,
                         const struct reconcile_output *out, struct tern_err *err)
@@ -501,15 +508,103 @@ static int journal_door(struct controller *c, struct kclient *kc, const struct s
         needed = a->kind == RA_CREATE && a->resource &&
                  (!strcmp(a->resource, "batch/v1/jobs") || !strcmp(a->resource, "v1/pods"));
     }
-    if (!needed)
-        return jaccess_park(c->cfg.jaccess, uid, err);
     char *jn = children_name(name, "journal");
     cJSON *js = NULL;
-    owned_has(c, W_SECRETS, uid, jn, &js);
+    bool have = owned_has(c, W_SECRETS, uid, jn, &js);
+    int r;
+    if (needed) {
+        r = jaccess_ensure(c->cfg.jaccess, kc, spec, js, err);
+    } else {
+        /* parked: the user first, then its Secret (the next turn makes
+         * both anew with a new password, the Secret first) */
+        r = jaccess_park(c->cfg.jaccess, uid, err);
+        if (!r && have) {
+            struct kclient_err ke = {0};
+            struct kclient_delete_opts o = {.propagation = "Background"};
+            r = kclient_delete(kc, &gvrs[W_SECRETS], spec->namespace, jn, &o, NULL, &ke);
+            if (r == TERN_ENOTFOUND)
+                r = 0;
+            else if (r)
+                err_set(err, r, "delete secret %s: %s", jn, ke.e.msg);
+            else if (c->cfg.metrics)
+                metrics_add(c->cfg.metrics, "tern_api_writes_total", "", 1);
+        }
+    }
     free(jn);
-    int r = jaccess_ensure(c->cfg.jaccess, kc, spec, js, err);
     cJSON_Delete(js);
     return r;
+}
+
+static bool owned_by(const cJSON *obj, const char *uid)
+{
+    const cJSON *ref;
+    cJSON_ArrayForEach(ref, json_get(json_get(obj, "metadata"), "ownerReferences"))
+    {
+        const cJSON *u = json_get(ref, "uid");
+        if (uid && cJSON_IsString(u) && strcmp(u->valuestring, uid) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* A decision to delete the NetworkPolicy was made on a cache without the
+ * sandbox pod: before the walls go, the API is asked whether the pod is
+ * there after all (created by a pass the cache has not caught up with);
+ * if so, the decision is made again with it. One read per parking, as a
+ * parked session's policy is gone afterwards. */
+static int confirm_pod_gone(struct kclient *kc, const char *ns, const char *name,
+                            const char *uid, cJSON **pod, struct reconcile_input *in,
+                            struct reconcile_output *out, struct tern_err *err)
+{
+    bool deletes = false;
+    for (size_t i = 0; i < out->nactions && !deletes; i++)
+        deletes = out->actions[i].kind == RA_DELETE &&
+                  !strcmp(out->actions[i].resource, "networking.k8s.io/v1/networkpolicies");
+    if (!deletes || in->pod.exists)
+        return 0;
+    char *sb = children_name(name, "sandbox");
+    cJSON *live = NULL;
+    struct kclient_err ke = {0};
+    int r = kclient_get(kc, &gvrs[W_PODS], ns, sb, &live, &ke);
+    if (r == TERN_ENOTFOUND) {
+        r = 0;
+    } else if (r) {
+        err_set(err, r, "get pod %s: %s", sb, ke.e.msg);
+    } else if (owned_by(live, uid)) {
+        cJSON_Delete(*pod);
+        *pod = live;
+        live = NULL;
+        observe_pod(*pod, &in->pod);
+        reconcile_output_done(out);
+        reconcile_decide(in, out);
+    }
+    cJSON_Delete(live);
+    free(sb);
+    return r;
+}
+
+/* File viewer Jobs of a session (role viewer): one not finished, and the
+ * name of one still suspended. */
+struct viewer_scan {
+    bool running;
+    char *suspended;
+};
+
+static int scan_viewers(void *ctx, const cJSON *obj)
+{
+    struct viewer_scan *v = ctx;
+    const char *role = label(obj, CHILDREN_LABEL_ROLE);
+    if (!role || strcmp(role, "viewer") != 0)
+        return 0;
+    struct observed_job o;
+    observe_job(obj, &o);
+    if (o.complete || o.failed)
+        return 0;
+    v->running = true;
+    const char *name = meta_str(obj, "name");
+    if (!v->suspended && name && cJSON_IsTrue(json_get(json_get(obj, "spec"), "suspend")))
+        v->suspended = xstrdup(name);
+    return 0;
 }
 
 static int find_latest_job(void *ctx, const cJSON *obj)
@@ -994,6 +1089,19 @@ static int apply(struct controller *c, struct kclient *kc, const cJSON *session,
                 err_set(err, r, "delete %s %s: %s", a->resource, a->name, ke.e.msg);
             break;
         }
+        case RA_PATCH: {
+            const struct kgvr *g = gvr_of(a->resource);
+            char *body = json_print(a->data);
+            r = g ? kclient_patch(kc, g, ns, a->name, KCLIENT_PATCH_MERGE, body, strlen(body),
+                                  NULL, NULL, &ke)
+                  : -EINVAL;
+            free(body);
+            if (r == TERN_ENOTFOUND)
+                r = 0; /* gone meanwhile: nothing to resume */
+            else if (r)
+                err_set(err, r, "patch %s %s: %s", a->resource, a->name, ke.e.msg);
+            break;
+        }
         case RA_EVENT:
             if (!a->after_status)
                 record(c, session, a);
@@ -1253,6 +1361,7 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
     cJSON *pod = NULL, *copy_job = NULL;
     char *parent_addr = NULL;
     struct owned_scan jobs = {0};
+    struct viewer_scan viewers = {0};
     struct job_pods jp = {0};
     struct refs_result refs = {0};
     char *price_json = NULL, *price_error = NULL;
@@ -1324,6 +1433,9 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
         free(sb);
         informer_each_owned(c->inf[W_JOBS], uid, find_latest_job, &jobs);
         observe_job(jobs.best, &in.job);
+        informer_each_owned(c->inf[W_JOBS], uid, scan_viewers, &viewers);
+        in.viewer_running = viewers.running;
+        in.viewer_suspended = viewers.suspended;
         if (jobs.best && meta_str(jobs.best, "uid")) {
             /* its pods: why attempts failed, or why one does not start */
             jp.job = &in.job;
@@ -1364,8 +1476,14 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
         in.price_json = price_json;
         in.price_error = price_error;
         char token[65];
-        if (!in.token_exists && reconcile_new_token(token) == 0)
+        if (!in.token_exists) {
+            /* (used only if the token Secret must be created now) */
+            if (reconcile_new_token(token) != 0) {
+                r = err_set(err, -EIO, "no random bytes for the sandbox token");
+                goto done;
+            }
             in.new_token = token;
+        }
         r = journal_open(c->cfg.etcd, uid, NULL, &j, err);
         if (r)
             goto done;
@@ -1392,9 +1510,14 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
             reconcile_output_done(&out);
             reconcile_decide(&in, &out);
         }
+        if ((r = confirm_pod_gone(kc, ns, name, uid, &pod, &in, &out, err)))
+            goto done;
         keep_template(&in, &out);
-        if (c->cfg.jaccess &&
-            (r = journal_door(c, kc, spec, name, uid, job_active || in.pod.exists, &out, err)))
+        /* (a turn open in the journal: its runner may be ahead of the caches) */
+        bool turn_open = in.journal.turn > 0 && !in.journal.outcome;
+        if (c->cfg.jaccess && (r = journal_door(c, kc, spec, name, uid,
+                                                job_active || in.pod.exists || turn_open, &out,
+                                                err)))
             goto done;
         r = apply(c, kc, session, j, &out, err);
         if (bs.obs.others_waiting) {
@@ -1454,6 +1577,7 @@ done:
     session_spec_free(spec);
     cJSON_Delete(pod);
     cJSON_Delete(copy_job);
+    free(viewers.suspended);
     free(parent_addr);
     free(price_json);
     free(price_error);

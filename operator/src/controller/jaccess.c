@@ -222,6 +222,22 @@ int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_s
         goto out;
     static const struct kgvr secrets = {"", "v1", "secrets"};
     struct kclient_err ke = {0};
+    if (secret && !current && !json_get(secret, "data")) {
+        /* the informer's cache keeps no Secret's data (controller.c): read
+         * this one, once per session and per change of the runner material */
+        char *name = children_name(s->name, "journal");
+        r = kclient_get(kc, &secrets, s->namespace, name, &fetched, &ke);
+        free(name);
+        if (r == TERN_ENOTFOUND) {
+            r = 0;
+            secret = NULL; /* deleted while parked, the cache behind: a new one */
+        } else if (r) {
+            err_set(err, r, "get secret %s-journal: %s", s->name, ke.e.msg);
+            goto out;
+        } else {
+            secret = fetched;
+        }
+    }
     if (!secret) {
         /* a new password: the Secret first (its password is the truth),
          * then the user; an interrupted pass is completed by the next one,
@@ -256,18 +272,6 @@ int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_s
     }
     if (current)
         goto out; /* checked since the runner material last changed */
-    /* the informer's cache keeps no Secret's data (controller.c): read this
-     * one, once per session and per change of the runner material */
-    if (!json_get(secret, "data")) {
-        char *name = children_name(s->name, "journal");
-        r = kclient_get(kc, &secrets, s->namespace, name, &fetched, &ke);
-        free(name);
-        if (r) {
-            err_set(err, r, "get secret %s-journal: %s", s->name, ke.e.msg);
-            goto out;
-        }
-        secret = fetched;
-    }
     password = secret_value(secret, "password");
     if (!password || !*password) {
         r = err_set(err, TERN_EINVALID, "secret %s-journal has no password", s->name);

@@ -51,15 +51,17 @@ cJSON *jaccess_secret(const struct session_spec *s, const char *password, const 
  * a Secret whose certificate is outdated, and re-creates the user if etcd
  * lost it. The observed Secret may lack its data (the informer keeps none):
  * it is then read from the API, once per session and per change of the
- * runner material (a pass in between does nothing). Returns 0 or the first
+ * runner material (a pass in between does nothing); one the API no longer
+ * has (deleted while parked, the cache behind) counts as absent. Returns 0 or the first
  * failure (etcd or the API; TERN_ECONFLICT when the Secret exists but was
  * not observed yet: retry). */
 int jaccess_ensure(struct jaccess *a, struct kclient *kc, const struct session_spec *s,
                    const cJSON *secret, struct tern_err *err);
 
 /* A parked session (no turn Job, none about to start, no sandbox pod):
- * its user and role are removed; the Secret stays, and jaccess_ensure
- * makes the user again with its password when a turn needs it. etcd
+ * its user and role are removed (the shell then deletes the Secret, and
+ * jaccess_ensure makes a new Secret and password, then the user, when a
+ * turn needs it). etcd
  * rebuilds its permission cache over every user on each change of any
  * user or role, so users of parked sessions made every grant cost more as
  * sessions accumulated (quadratic: 10,000 parked sessions took most of an

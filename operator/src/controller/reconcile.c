@@ -655,6 +655,71 @@ static const char *model_error_class(const char *cls)
     return NULL;
 }
 
+/* ---- the children of the sandbox and the Jobs ------------------------------ */
+
+/* What uses the token Secret, the task ConfigMap and the NetworkPolicy. */
+struct runtime_use {
+    bool pod;       /* the sandbox pod exists (also while it goes) or is created now */
+    bool jobs;      /* a turn or fork copy Job runs or is created now */
+    bool turn_open; /* the journal has a turn that started and did not finish:
+                     * its runner and sandbox may be ahead of the caches */
+};
+
+/* Moves the actions from index from to the end so that they start at
+ * index at (order kept). */
+static void move_actions(struct reconcile_output *out, size_t at, size_t from)
+{
+    size_t n = out->nactions - from;
+    if (n == 0 || at >= from)
+        return;
+    struct reconcile_action *tmp = xcalloc(n, sizeof *tmp);
+    memcpy(tmp, out->actions + from, n * sizeof *tmp);
+    memmove(out->actions + at + n, out->actions + at, (from - at) * sizeof *tmp);
+    memcpy(out->actions + at, tmp, n * sizeof *tmp);
+    free(tmp);
+}
+
+/* The token Secret (the sandbox pod, every runner Job and the file viewer
+ * mount it), the task ConfigMap (the sandbox pod's task.md) and the
+ * NetworkPolicy (the walls of the sandbox pod and of the viewer) exist
+ * only while something uses them. Missing ones are created at index at of
+ * the actions, before the pod or Job that needs them (the shell stops at
+ * the first failure: never a pod without its policy); unused ones are
+ * deleted (the policy only once the pod is gone, not while it
+ * terminates). A parked session holds only its workspace claim. A
+ * suspended viewer Job is resumed once its Secret and policy are there. */
+static void runtime_children(const struct reconcile_input *in, struct reconcile_output *out,
+                             size_t at, const struct runtime_use *u)
+{
+    const struct session_spec *s = in->spec;
+    bool pod_side = u->pod || u->turn_open;
+    bool want_task = pod_side;
+    bool want_netpol = pod_side || in->viewer_running;
+    bool want_token = pod_side || u->jobs || in->viewer_running;
+    size_t from = out->nactions;
+    if (want_token && !in->token_exists && in->new_token)
+        create(out, "v1/secrets", children_token_secret(s, in->new_token));
+    if (want_task && !in->task_exists)
+        create(out, "v1/configmaps", children_task_configmap(s));
+    if (want_netpol && !in->netpol_exists)
+        create(out, "networking.k8s.io/v1/networkpolicies", children_network_policy(s, in->cfg));
+    move_actions(out, at, from);
+    if (!want_token && in->token_exists)
+        delete_child(out, "v1/secrets", children_name(s->name, "sandbox-token"));
+    if (!want_task && in->task_exists)
+        delete_child(out, "v1/configmaps", children_name(s->name, "task"));
+    if (!want_netpol && in->netpol_exists)
+        delete_child(out, "networking.k8s.io/v1/networkpolicies",
+                     children_name(s->name, "sandbox"));
+    if (in->viewer_suspended && (in->token_exists || in->new_token)) {
+        struct reconcile_action *a = add(out, RA_PATCH);
+        a->resource = xstrdup("batch/v1/jobs");
+        a->name = xstrdup(in->viewer_suspended);
+        a->data = cJSON_CreateObject();
+        cJSON_AddFalseToObject(cJSON_AddObjectToObject(a->data, "spec"), "suspend");
+    }
+}
+
 /* ---- the decision ------------------------------------------------------------ */
 
 void reconcile_decide(const struct reconcile_input *in, struct reconcile_output *out)
@@ -963,15 +1028,12 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     bool want_turn = !failed && !job_end_recorded && !s->suspend && !j->pending_id && !running &&
                      forked && in->forks_copying == 0 && (j->intent_pending || new_intent);
 
-    /* --- children that always exist ---------------------------------- */
+    /* --- the workspace claim, always (the other children come with what
+     * uses them, created here in the action order: see "what the sandbox
+     * and the Jobs use" below) ------------------------------------------ */
     if (!in->pvc_exists)
         create(out, "v1/persistentvolumeclaims", children_pvc(s, in->cfg));
-    if (!in->token_exists && in->new_token)
-        create(out, "v1/secrets", children_token_secret(s, in->new_token));
-    if (!in->task_exists)
-        create(out, "v1/configmaps", children_task_configmap(s));
-    if (!in->netpol_exists)
-        create(out, "networking.k8s.io/v1/networkpolicies", children_network_policy(s, in->cfg));
+    size_t children_at = out->nactions;
 
     /* --- stuck: something the session needs is missing or failing -------- */
     const char *stuck = NULL; /* CamelCase reason */
@@ -1142,6 +1204,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
                           (pod_usable && !pod_stale && !stuck_sandbox);
 
     /* --- a fork's workspace copy ------------------------------------------ */
+    bool copy_created = false;
     if (!forked && j->last_seq == fork_at && !journal_moving) {
         if (in->copy_job.exists && in->copy_job.complete) {
             cJSON *d = cJSON_CreateObject();
@@ -1165,6 +1228,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
             char *ptok = children_name(s->fork_from.session, "sandbox-token");
             create(out, "batch/v1/jobs",
                    children_copy_job(s, in->cfg, in->fork_parent_address, to, ptok));
+            copy_created = true;
             free(ptok);
             free(to);
             event(out, "Normal", "ForkCopying", "copying the parent's workspace");
@@ -1186,6 +1250,7 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
     /* --- the next turn ------------------------------------------------ */
     int64_t next_turn = j->turn + 1;
     bool job_for_next = in->job.exists && in->job.turn == next_turn;
+    bool turn_created = false;
     if (want_turn && sandbox_coming && !journal_moving && !persisting && !job_for_next &&
         !stuck_runner && !stuck_sandbox) {
         if (!in->refs_checked)
@@ -1195,9 +1260,19 @@ void reconcile_decide(const struct reconcile_input *in, struct reconcile_output 
         event(out, "Normal", "TurnStarted", note);
         free(note);
         running = true;
+        turn_created = true;
     }
     if (job_for_next && !in->job.complete && !in->job.failed)
         running = true;
+
+    /* --- what the sandbox and the Jobs use ------------------------------ */
+    bool copy_active = in->copy_job.exists && !in->copy_job.complete && !in->copy_job.failed;
+    runtime_children(in, out, children_at,
+                     &(struct runtime_use){
+                         .pod = in->pod.exists || sandbox_created,
+                         .jobs = job_active || turn_created || copy_active || copy_created,
+                         .turn_open = j->turn > 0 && !j->outcome,
+                     });
 
     /* --- status ------------------------------------------------------- */
     bool completed = streq(j->outcome, JOURNAL_OUTCOME_COMPLETED) && !j->intent_pending &&

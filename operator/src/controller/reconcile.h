@@ -150,7 +150,16 @@ struct reconcile_input {
     const char *fork_parent_address; /* the parent's ready sandbox address, or NULL */
     struct observed_job copy_job;    /* the Job <name>-copy */
 
+    /* The workspace claim always exists; the token Secret, the task
+     * ConfigMap and the NetworkPolicy only while something uses them (the
+     * sandbox pod, a turn, copy or viewer Job): a parked session holds only
+     * its claim (docs/operator.md, "Parking"). */
     bool pvc_exists, token_exists, task_exists, netpol_exists;
+    /* a file viewer Job (children_viewer_job) that has not finished, and
+     * the name of one still suspended: it is resumed once the token Secret
+     * and the NetworkPolicy it needs exist */
+    bool viewer_running;
+    const char *viewer_suspended;
     struct observed_pod pod;
     struct observed_job job;         /* the Job of the highest turn, if any */
     struct observed_journal journal;
@@ -193,6 +202,8 @@ enum reconcile_action_kind {
     RA_MEMORY_APPLY,        /* name (the memory ConfigMap), key (proposal id), turn,
                              * data (the proposal): apply an approved memory proposal
                              * and journal memory_applied (controller.c) */
+    RA_PATCH,               /* resource, name, data: a merge patch of a child (a viewer
+                             * Job resumed) */
     RA_PERSIST_ARTIFACTS,   /* turn, key (the request or NULL), name (sandboxd "ip:port"),
                              * data {"retain", "ttlSeconds"}: copy output/ into the artifact
                              * store, then journal artifacts_persisted (controller/artifacts.h) */

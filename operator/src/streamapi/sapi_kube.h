@@ -4,7 +4,8 @@
  *   - the controller's informer caches (sessions, their pods and Secrets);
  *   - the session's sandboxd, or a read-only viewer Job (children.h,
  *     children_viewer_job) started when a parked session's files are asked
- *     for, and found again while it lives;
+ *     for (suspended: the reconcile resumes it once the token Secret and
+ *     the NetworkPolicy it needs exist), and found again while it lives;
  * and a refresh thread that, every 30 s, reads the front-proxy trust from
  * kube-system/extension-apiserver-authentication into the server and keeps
  * the APIService's caBundle equal to the serving certificate's CA file.
