@@ -377,6 +377,7 @@ def run(cluster, n, perf=False):
         t.stop("tern-operator")
         t0 = time.monotonic()
         op = start_operator(t, "tern-operator")
+        prof = Profile(t, op, perf, "restart")
         ternlocal.wait_for("relisted", lambda: metrics(t).get("tern_reconciles_total", 0) >= n,
                            max(600, n / 5), interval=0.1)
         relist = time.monotonic() - t0
@@ -385,6 +386,7 @@ def run(cluster, n, perf=False):
               "changed: %d (%d status), %d errors" %
               (n, relist, m.get("tern_api_writes_total", 0), m.get("tern_status_writes_total", 0),
                m.get("tern_reconcile_errors_total", 0)), flush=True)
+        prof.report()
 
         wait_quiet(t)
         measure_idle(t, op, "steady idle after the restart", n)
@@ -401,7 +403,7 @@ def main():
     ap.add_argument("--cluster", choices=["terndev", "kube", "both"], default="both")
     ap.add_argument("--perf", action="store_true",
                     help="perf record -g the operator and the API server during the first "
-                         "start and the live session, and print the top symbols")
+                         "start, the restart and the live session, and print the top symbols")
     a = ap.parse_args()
     import kubecluster
     for c in (["terndev", "kube"] if a.cluster == "both" else [a.cluster]):
