@@ -204,6 +204,9 @@ class Profile:
         self.procs, self.what = [], what
         if not enabled:
             return
+        # perf -p follows the threads that exist when it attaches: wait until
+        # the operator serves /metrics (its informers and workers run by then)
+        self._wait_metrics(t)
         pids = [("tern-operator", op.p.pid)]
         main = t.procs.get("tern-dev") or t.procs.get("kube-apiserver")
         pid = getattr(getattr(main, "p", None), "pid", None) or getattr(main, "pid", None)
@@ -215,6 +218,16 @@ class Profile:
             self.procs.append((name, out, subprocess.Popen(
                 ["perf", "record", "-g", "-F", "199", "-p", str(pid), "-o", out],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+
+    @staticmethod
+    def _wait_metrics(t):
+        def up():
+            try:
+                metrics(t)
+                return True
+            except OSError:
+                return False
+        ternlocal.wait_for("the operator's metrics", up, 60, interval=0.05)
 
     def report(self):
         import signal
