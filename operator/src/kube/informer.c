@@ -526,7 +526,7 @@ struct informer *informer_new(struct kubeconfig *cfg, const struct informer_opts
     inf->o.namespace = inf->o.label_selector = inf->o.field_selector = NULL;
     inf->o.gvr = (struct kgvr){0};
     if (inf->o.page_size <= 0)
-        inf->o.page_size = 500;
+        inf->o.page_size = 100;
     if (inf->o.backoff_ms <= 0)
         inf->o.backoff_ms = 800;
     if (inf->o.max_backoff_ms <= 0)

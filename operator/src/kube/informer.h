@@ -50,7 +50,7 @@ struct informer_opts {
     const char *namespace;        /* NULL/"" = all namespaces */
     const char *label_selector;
     const char *field_selector;
-    long page_size;               /* default 500 */
+    long page_size;               /* default 100 */
     long watch_timeout_s;         /* server-side watch timeout; default 300..600 random */
     long backoff_ms;              /* default 800 */
     long max_backoff_ms;          /* default 30000 */
