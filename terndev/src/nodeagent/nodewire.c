@@ -10,6 +10,7 @@
 #include "http/httpc.h"
 #include "json/json.h"
 #include "kube/kclient.h"
+#include "kube/ktime.h"
 #include "kube/kubeconfig.h"
 #include "kubelet/devrun.h"
 #include "nodeagent/kubeletapi.h"
@@ -229,13 +230,7 @@ static int watch_wait(void *ctx, int64_t after, int timeout_ms)
 {
     struct nodewire *w = ctx;
     struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += timeout_ms / 1000;
-    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
+    ktime_deadline(timeout_ms, &dl);
     pthread_mutex_lock(&w->pods_mu);
     while (w->pods_rv <= after)
         if (pthread_cond_timedwait(&w->pods_cv, &w->pods_mu, &dl) == ETIMEDOUT)
@@ -304,11 +299,7 @@ int nodewire_start(const struct nodewire_cfg *cfg, struct nodewire **ret, struct
     w->watch = kclient_new(kc, NULL);
     kclient_set_cancel(w->watch, &w->cancel);
     pthread_mutex_init(&w->pods_mu, NULL);
-    pthread_condattr_t cattr;
-    pthread_condattr_init(&cattr);
-    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->pods_cv, &cattr);
-    pthread_condattr_destroy(&cattr);
+    ktime_cond_init(&w->pods_cv);
     w->pods_inited = true;
     if (rc)
         goto fail;
