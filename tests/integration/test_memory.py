@@ -68,10 +68,24 @@ def start_model(t, name, script):
     with open(path, "w") as f:
         json.dump(script, f)
     p = ternlocal.Proc(name, [os.path.join(ternlocal.BIN, "tern-fakellm"), "--script", path,
-                              "--listen", "127.0.0.1:0"], t.logs, stdout_pipe=True)
+                              "--listen", "127.0.0.1:0", "--record", model_record(t, name)],
+                       t.logs, stdout_pipe=True)
     line = p.read_line(20)
     t.procs[name] = p
     return "http://%s/v1" % line.split()[-1]
+
+
+def model_record(t, name):
+    """The file model `name` appends each request it receives to."""
+    return os.path.join(t.dir, name + "-requests.jsonl")
+
+
+def model_requests(t, name):
+    try:
+        with open(model_record(t, name)) as f:
+            return sum(1 for line in f if line.strip())
+    except FileNotFoundError:
+        return 0
 
 
 def sha(text):
@@ -277,6 +291,9 @@ def scenario_runner_killed_after_proposal(t):
     wait_for("the proposal journaled", lambda: any(
         e["type"] == "tool_result" and "memoryProposal" in e["data"]
         for e in events(t, "memk")), 120)
+    # killed while its request after the proposal is in flight (the script's
+    # slow step): killed before sending it, the retry would get the slow reply
+    wait_for("the request after the proposal", lambda: model_requests(t, "model-kill") >= 2, 60)
     pids = wait_for("the runner process", lambda: runner_pids("memk"), 60)
     for p in pids:
         os.kill(p, signal.SIGKILL)
