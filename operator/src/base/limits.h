@@ -130,11 +130,6 @@
 #define TERN_SANDBOX_LIVE_RING       (256u << 10) /* live output kept per stream of a running exec */
 #define TERN_SANDBOX_LIVE_KEEP_S     120         /* an ended exec stays readable live */
 #define TERN_SANDBOX_LIVE_MAX        16          /* ended execs kept readable */
-/* etcd client (etcd module) */
-#define TERN_ETCD_MAX_ENDPOINTS    16
-#define TERN_ETCD_POOL_IDLE        8            /* idle connections kept per client */
-#define TERN_ETCD_MAX_RESPONSE     (64u << 20)  /* one unary response body */
-#define TERN_ETCD_MAX_KEY          4096         /* one key we send */
 
 /* journal module */
 #define TERN_JOURNAL_MAX_DATA      (16u << 20)  /* one event's data, chunked */
