@@ -134,6 +134,19 @@ def metrics(t):
     return out
 
 
+def print_reconcile_split(m, what):
+    """Where a start's time went: the caches' first lists (the workers wait
+    for them), then the reconciles, each one's mean time, on how many
+    workers."""
+    count = m.get("tern_reconcile_duration_seconds_count", 0)
+    total = m.get("tern_reconcile_duration_seconds_sum", 0)
+    workers = int(os.environ.get("TERN_WORKERS", "2"))
+    print("      %s: caches listed %.2f s after the controller started; %d reconciles of "
+          "%.1f ms each on average (%.2f s of reconciling on %d workers)" %
+          (what, m.get("tern_cache_sync_seconds", 0), count,
+           1000 * total / count if count else 0, total, workers), flush=True)
+
+
 def proc_stats(pid):
     with open("/proc/%d/stat" % pid) as f:
         parts = f.read().rsplit(")", 1)[1].split()
@@ -406,6 +419,7 @@ def run(cluster, n, perf=False):
               "(%d reconciles, %d API writes: finalizers, claims and status)" %
               (n, first, m.get("tern_reconciles_total", 0), m.get("tern_api_writes_total", 0)),
               flush=True)
+        print_reconcile_split(m, "first start")
         prof.report()
         t0 = time.monotonic()
         wait_quiet(t)
@@ -426,6 +440,7 @@ def run(cluster, n, perf=False):
               "changed: %d (%d status), %d errors" %
               (n, relist, m.get("tern_api_writes_total", 0), m.get("tern_status_writes_total", 0),
                m.get("tern_reconcile_errors_total", 0)), flush=True)
+        print_reconcile_split(m, "restart")
         prof.report()
 
         wait_quiet(t)

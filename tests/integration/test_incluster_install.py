@@ -26,6 +26,7 @@ Run: /usr/bin/python3 tests/integration/test_incluster_install.py
 import copy
 import json
 import os
+import re
 import sys
 from urllib.error import HTTPError
 
@@ -305,6 +306,12 @@ def step_in_cluster_config(r):
     import urllib.request
     body = urllib.request.urlopen("http://%s:8080/metrics" % ip, timeout=5).read().decode()
     contains(body, "tern_reconciles_total", "metrics on the pod IP")
+
+    def synced():
+        text = urllib.request.urlopen("http://%s:8080/metrics" % ip, timeout=5).read().decode()
+        m = re.search(r"^tern_cache_sync_seconds (\S+)$", text, re.M)
+        return m and float(m.group(1)) > 0
+    wait_for("tern_cache_sync_seconds set once the workers run", synced, 60)
     users = {d["user"] for d in r.decisions()}
     contains(users, OPERATOR_USER, "the operator's requests are made as its service account")
 

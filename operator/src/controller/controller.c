@@ -240,6 +240,8 @@ struct controller {
     struct workqueue *q;
     struct worker *workers;
     int nworkers;
+    double started_s;          /* mono_seconds() at controller_start */
+    atomic_bool sync_told;     /* tern_cache_sync_seconds set */
     bool workers_running;
     pthread_mutex_t workers_mu;
     pthread_t sum_thread;
@@ -1652,6 +1654,9 @@ static void wait_caches(struct controller *c)
         snprintf(ms, sizeof ms, "%ld", waited);
         tlog_debug("cache synced", "resource", gvrs[w].resource, "waitedMs", ms);
     }
+    if (c->cfg.metrics && !atomic_exchange(&c->sync_told, true))
+        metrics_set(c->cfg.metrics, "tern_cache_sync_seconds", "",
+                    mono_seconds() - c->started_s);
 }
 
 static void *worker_main(void *arg)
@@ -1816,6 +1821,10 @@ int controller_new(const struct controller_config *cfg, struct controller **ret,
                         0);
         metrics_declare(m, "tern_reconcile_duration_seconds", METRICS_HISTOGRAM,
                         "Time of one reconcile.", NULL, 0);
+        metrics_declare(m, "tern_cache_sync_seconds", METRICS_GAUGE,
+                        "From the controller's start until every cache held its first list "
+                        "(the workers wait for it).",
+                        NULL, 0);
         metrics_declare(m, "tern_status_writes_total", METRICS_COUNTER,
                         "Status updates written (none when nothing changed).", NULL, 0);
         metrics_declare(m, "tern_api_writes_total", METRICS_COUNTER,
@@ -1897,6 +1906,7 @@ static void *sweep_main(void *arg)
 
 int controller_start(struct controller *c, struct tern_err *err)
 {
+    c->started_s = mono_seconds();
     for (int w = 0; w < W_COUNT; w++) {
         int r = informer_start(c->inf[w]);
         if (r)
