@@ -140,7 +140,7 @@ def print_reconcile_split(m, what):
     workers."""
     count = m.get("tern_reconcile_duration_seconds_count", 0)
     total = m.get("tern_reconcile_duration_seconds_sum", 0)
-    workers = int(os.environ.get("TERN_WORKERS", "2"))
+    workers = int(os.environ.get("TERN_WORKERS", "8"))
     print("      %s: caches listed %.2f s after the controller started; %d reconciles of "
           "%.1f ms each on average (%.2f s of reconciling on %d workers)" %
           (what, m.get("tern_cache_sync_seconds", 0), count,

@@ -128,7 +128,7 @@ static const struct flag {
     F("lease-namespace", "TERN_POD_NAMESPACE", 0, lease_ns, "namespace of the leader Lease"),
     F("id", "TERN_POD_NAME", 0, id, "this replica's identity"),
     F("log-level", "TERN_LOG_LEVEL", 0, log_level, "debug|info|warn|error"),
-    F("workers", "TERN_WORKERS", 2, workers, "reconcile workers"),
+    F("workers", "TERN_WORKERS", 2, workers, "reconcile workers (default 8)"),
     F("test-clock-file", "TERN_TEST_CLOCK_FILE", 0, test_clock,
       "tests only: a file with seconds to add to the clock of AgentBudget windows"),
     F("test-runner-hook", "TERN_TEST_RUNNER_HOOK", 0, test_hook,
@@ -496,7 +496,7 @@ int main(int argc, char **argv)
         .sandbox_image = "ghcr.io/tern-dev/tern-sandbox-python:0.1.0",
         .runner_sa = "tern-runner",
         .log_level = "info",
-        .workers = 2,
+        .workers = 8,
     };
     if (parse_args(argc, argv, &o)) {
         usage(stderr);

@@ -46,7 +46,7 @@ struct controller_config {
     const char *namespace;        /* "" or NULL = all namespaces */
     struct children_config children;
     struct artifacts_config artifacts; /* the artifact store's bounds */
-    int workers;                  /* 0 = 2 */
+    int workers;                  /* 0 = 8 */
     /* "namespace/name" of the price table's ConfigMap (controller/prices.h),
      * or NULL: sessions with a cost limit are then refused */
     const char *prices_configmap;
