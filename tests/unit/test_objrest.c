@@ -202,7 +202,7 @@ TEST(paths_methods_and_errors)
     ASSERT_EQ_STR(e.f.last, "POST /api/v1/namespaces/default/pods/p/binding");
     cJSON *l = NULL;
     ASSERT_OK(objstore_list(&e.s, "v1/pods", NULL, &l, NULL));
-    ASSERT_EQ_STR(e.f.last, "GET /api/v1/pods");
+    ASSERT_EQ_STR(e.f.last, "GET /api/v1/pods?limit=500");
     const cJSON *p0 = cJSON_GetArrayItem(kobj_at(l, "items"), 0);
     ASSERT_EQ_STR(kobj_str(p0, "kind"), "Pod");
     ASSERT_EQ_STR(kobj_str(p0, "apiVersion"), "v1");
@@ -222,6 +222,84 @@ TEST(paths_methods_and_errors)
     cJSON_Delete(got);
     cJSON_Delete(job);
     renv_done(&e);
+}
+
+/* A server that serves 1,234 ConfigMaps in pages of the asked limit
+ * (continue = the next index), or, with garbage set, a 200 that is not
+ * JSON. */
+struct pager {
+    int requests;
+    bool garbage;
+    char last[512];
+};
+
+static int pager_request(void *ctx, const char *method, const char *path, const char *body,
+                         size_t body_len, int *st, char **rbody, size_t *rlen,
+                         struct tern_err *err)
+{
+    (void)method, (void)body, (void)body_len, (void)err;
+    struct pager *pg = ctx;
+    pg->requests++;
+    snprintf(pg->last, sizeof pg->last, "%s", path);
+    *st = 200;
+    if (pg->garbage) {
+        *rbody = xstrdup("{\"kind\":\"ConfigMapList\",\"items\":[{\"metadata\":");
+        *rlen = strlen(*rbody);
+        return 0;
+    }
+    const char *lim = strstr(path, "limit="), *con = strstr(path, "continue=");
+    int limit = lim ? atoi(lim + 6) : 1000000, from = con ? atoi(con + 9) : 0;
+    cJSON *out = cJSON_CreateObject();
+    json_add_string(out, "kind", "ConfigMapList");
+    json_add_string(out, "apiVersion", "v1");
+    cJSON *md = cJSON_AddObjectToObject(out, "metadata");
+    json_add_string(md, "resourceVersion", from == 0 ? "77" : "78"); /* the first page's counts */
+    cJSON *items = cJSON_AddArrayToObject(out, "items");
+    int i = from;
+    for (; i < 1234 && i < from + limit; i++) {
+        cJSON *it = cJSON_CreateObject();
+        char name[32];
+        snprintf(name, sizeof name, "cm-%04d", i);
+        kobj_set_str(it, "metadata.name", name);
+        cJSON_AddItemToArray(items, it);
+    }
+    if (i < 1234) {
+        char next[16];
+        snprintf(next, sizeof next, "%d", i);
+        json_add_string(md, "continue", next);
+    }
+    *rbody = json_print(out);
+    *rlen = strlen(*rbody);
+    cJSON_Delete(out);
+    return 0;
+}
+
+TEST(a_list_is_read_in_pages_and_an_unreadable_one_is_an_error)
+{
+    struct pager pg = {0};
+    struct objrest_transport t = {pager_request, &pg};
+    struct objrest *r = objrest_new(&t);
+    struct objstore s = objrest_objstore(r);
+    cJSON *l = NULL;
+    ASSERT_OK(objstore_list(&s, "v1/configmaps", "x", &l, NULL));
+    ASSERT_EQ_INT(pg.requests, 3); /* 500 + 500 + 234 */
+    ASSERT_EQ_STR(pg.last, "/api/v1/namespaces/x/configmaps?limit=500&continue=1000");
+    ASSERT_EQ_INT(cJSON_GetArraySize(kobj_at(l, "items")), 1234);
+    ASSERT_EQ_STR(kobj_str(cJSON_GetArrayItem(kobj_at(l, "items"), 1233), "metadata.name"),
+                  "cm-1233");
+    ASSERT_EQ_STR(kobj_str(cJSON_GetArrayItem(kobj_at(l, "items"), 0), "kind"), "ConfigMap");
+    ASSERT_EQ_STR(kobj_str(l, "metadata.resourceVersion"), "77");
+    ASSERT_TRUE(kobj_at(l, "metadata.continue") == NULL);
+    cJSON_Delete(l);
+    /* a 200 whose body does not parse is not an empty list */
+    pg.garbage = true;
+    l = NULL;
+    struct tern_err err = {0};
+    ASSERT_EQ_INT(objstore_list(&s, "v1/configmaps", "x", &l, &err), TERN_EPARSE);
+    ASSERT_TRUE(l == NULL);
+    ASSERT_CONTAINS(err.msg, "/api/v1/namespaces/x/configmaps?limit=500");
+    ASSERT_EQ_INT(objstore_get(&s, "v1/configmaps", "x", "cm-0001", NULL, &err), TERN_EPARSE);
+    objrest_free(r);
 }
 
 TEST(controllers_run_through_the_rest_mapping)

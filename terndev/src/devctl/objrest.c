@@ -134,9 +134,14 @@ static int call(struct objrest *r, const char *method, const char *path, const c
     if (rc)
         return rc;
     cJSON *j = NULL;
-    if (resp && len > 0 && json_parse(resp, len, &j, NULL) != 0)
-        j = NULL;
+    struct tern_err perr = {0};
+    bool unparsed = resp && len > 0 && json_parse(resp, len, &j, &perr) != 0;
     free(resp);
+    if (unparsed && status >= 200 && status < 300)
+        /* (never an empty answer in its place: an empty list taken for
+         * the truth makes a controller act on objects it cannot see) */
+        return err_set(err, TERN_EPARSE, "%s %s: response of %zu bytes: %s", method, path, len,
+                       perr.msg);
     rc = map_status(status, j, err);
     if (rc == 0 && ret)
         *ret = j;
@@ -169,26 +174,61 @@ static int r_get(void *ctx, const char *gvr, const char *ns, const char *name, c
     return rc;
 }
 
+/* A list is read in pages of OBJREST_LIST_PAGE (one snapshot: the pages
+ * after the first follow its continue token), so no one response grows
+ * with the number of objects past the JSON parser's bound (16 MiB: 10,000
+ * AgentSessions are about 50 MB). */
+#define OBJREST_LIST_PAGE 500
+
 static int r_list(void *ctx, const char *gvr, const char *ns, cJSON **ret, struct tern_err *err)
 {
     struct objrest *r = ctx;
-    char *p = path_of(gvr, ns, NULL, NULL);
-    if (!p)
+    char *base = path_of(gvr, ns, NULL, NULL);
+    if (!base)
         return err_set(err, TERN_EINVALID, "bad resource %s", gvr);
-    if (r->sel_gvr && strcmp(r->sel_gvr, gvr) == 0) {
-        char *q = xasprintf("%s%s", p, r->sel_query);
+    const char *sel = r->sel_gvr && strcmp(r->sel_gvr, gvr) == 0 ? r->sel_query : NULL;
+    /* l: the first page (its metadata is the snapshot's), items: all */
+    cJSON *l = NULL, *all = cJSON_CreateArray();
+    char *cont = NULL;
+    int rc = 0;
+    for (;;) {
+        char *ec = cont ? httpc_escape(cont) : NULL;
+        char *p = xasprintf("%s%s%slimit=%d%s%s", base, sel ? sel : "", sel ? "&" : "?",
+                            OBJREST_LIST_PAGE, ec ? "&continue=" : "", ec ? ec : "");
+        free(ec);
+        cJSON *page = NULL;
+        rc = call(ctx, "GET", p, NULL, &page, err);
         free(p);
-        p = q;
+        if (rc == 0 && !page)
+            rc = err_set(err, TERN_EPARSE, "list %s: empty response", gvr);
+        if (rc)
+            break;
+        cJSON *items = cJSON_DetachItemFromObjectCaseSensitive(page, "items");
+        cJSON *it;
+        while (cJSON_IsArray(items) && (it = cJSON_DetachItemFromArray(items, 0)))
+            cJSON_AddItemToArray(all, it);
+        cJSON_Delete(items);
+        const char *next = kobj_str(page, "metadata.continue");
+        free(cont);
+        cont = next && next[0] ? xstrdup(next) : NULL;
+        if (!l)
+            l = page;
+        else
+            cJSON_Delete(page);
+        if (!cont)
+            break;
     }
-    cJSON *l = NULL;
-    int rc = call(ctx, "GET", p, NULL, &l, err);
-    free(p);
-    if (rc == 0 && !cJSON_IsArray(kobj_at(l, "items")))
-        kobj_set_item(l ? l : (l = cJSON_CreateObject()), "items", cJSON_CreateArray());
+    free(cont);
+    free(base);
     if (rc) {
         cJSON_Delete(l);
+        cJSON_Delete(all);
         return rc;
     }
+    cJSON *md = (cJSON *)kobj_at(l, "metadata");
+    if (cJSON_IsObject(md))
+        cJSON_DeleteItemFromObjectCaseSensitive(md, "continue");
+    cJSON_AddItemToObject(l, "items", all);
     const char *av = kobj_str(l, "apiVersion"), *kind = kobj_str(l, "kind");
     char ik[256] = "";
     if (kind && strlen(kind) > 4 && strlen(kind) < sizeof ik &&
