@@ -4,6 +4,7 @@
 #include "harness.h"
 
 #include "base/mem.h"
+#include "base/num.h"
 #include "devctl/devctl.h"
 #include "devctl/kobj.h"
 #include "devctl/objrest.h"
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct fake {
     struct objstore mem;
@@ -248,24 +250,28 @@ static int pager_request(void *ctx, const char *method, const char *path, const 
         return 0;
     }
     const char *lim = strstr(path, "limit="), *con = strstr(path, "continue=");
-    int limit = lim ? atoi(lim + 6) : 1000000, from = con ? atoi(con + 9) : 0;
+    int64_t limit = 1000000, from = 0;
+    if (lim)
+        ASSERT_OK(num_parse_i64n(lim + 6, strspn(lim + 6, "0123456789"), &limit));
+    if (con)
+        ASSERT_OK(num_parse_i64n(con + 9, strspn(con + 9, "0123456789"), &from));
     cJSON *out = cJSON_CreateObject();
     json_add_string(out, "kind", "ConfigMapList");
     json_add_string(out, "apiVersion", "v1");
     cJSON *md = cJSON_AddObjectToObject(out, "metadata");
     json_add_string(md, "resourceVersion", from == 0 ? "77" : "78"); /* the first page's counts */
     cJSON *items = cJSON_AddArrayToObject(out, "items");
-    int i = from;
+    int64_t i = from;
     for (; i < 1234 && i < from + limit; i++) {
         cJSON *it = cJSON_CreateObject();
         char name[32];
-        snprintf(name, sizeof name, "cm-%04d", i);
+        snprintf(name, sizeof name, "cm-%04d", (int)i);
         kobj_set_str(it, "metadata.name", name);
         cJSON_AddItemToArray(items, it);
     }
     if (i < 1234) {
         char next[16];
-        snprintf(next, sizeof next, "%d", i);
+        snprintf(next, sizeof next, "%d", (int)i);
         json_add_string(md, "continue", next);
     }
     *rbody = json_print(out);
