@@ -496,7 +496,7 @@ int main(int argc, char **argv)
         .sandbox_image = "ghcr.io/tern-dev/tern-sandbox-python:0.1.0",
         .runner_sa = "tern-runner",
         .log_level = "info",
-        .workers = 8,
+        .workers = CONTROLLER_DEFAULT_WORKERS,
     };
     if (parse_args(argc, argv, &o)) {
         usage(stderr);

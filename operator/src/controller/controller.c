@@ -1754,7 +1754,7 @@ int controller_new(const struct controller_config *cfg, struct controller **ret,
     struct controller *c = xcalloc(1, sizeof *c);
     c->cfg = *cfg;
     c->namespace = xstrdup(cfg->namespace ? cfg->namespace : "");
-    c->nworkers = cfg->workers > 0 ? cfg->workers : 8;
+    c->nworkers = cfg->workers > 0 ? cfg->workers : CONTROLLER_DEFAULT_WORKERS;
     c->workers = xcalloc((size_t)c->nworkers, sizeof *c->workers);
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->census.mu, NULL);

@@ -37,6 +37,10 @@
 #define CONTROLLER_ANN_MEMORY_PREVIOUS    "tern.dev/memory-previous-sha256"
 #define CONTROLLER_ANN_MEMORY_HISTORY     "tern.dev/memory-history"
 
+/* Reconcile workers unless told: a reconcile mostly waits on the API server
+ * and etcd, so more workers than cores keep both busy. */
+#define CONTROLLER_DEFAULT_WORKERS 8
+
 struct controller_config {
     struct kubeconfig *kube;
     struct etcd *etcd;
@@ -46,7 +50,7 @@ struct controller_config {
     const char *namespace;        /* "" or NULL = all namespaces */
     struct children_config children;
     struct artifacts_config artifacts; /* the artifact store's bounds */
-    int workers;                  /* 0 = 8 */
+    int workers;                  /* 0 = CONTROLLER_DEFAULT_WORKERS */
     /* "namespace/name" of the price table's ConfigMap (controller/prices.h),
      * or NULL: sessions with a cost limit are then refused */
     const char *prices_configmap;
