@@ -349,6 +349,42 @@ TEST(workqueue_dedups_and_fifo)
     workqueue_free(q);
 }
 
+TEST(workqueue_peek_shows_the_next_keys_in_order)
+{
+    struct workqueue *q = workqueue_new(NULL);
+    char *seen[4] = {0}, *k;
+    ASSERT_EQ_INT(workqueue_peek(q, seen, 4), 0);
+    /* (40 in, 38 out, two more: the ring has moved on) */
+    for (int i = 0; i < 40; i++) {
+        char key[8];
+        snprintf(key, sizeof key, "k%02d", i);
+        ASSERT_OK(workqueue_add(q, key));
+    }
+    for (int i = 0; i < 38; i++) {
+        ASSERT_OK(workqueue_get(q, &k));
+        workqueue_done(q, k);
+        free(k);
+    }
+    ASSERT_OK(workqueue_add(q, "z1"));
+    ASSERT_OK(workqueue_add(q, "z2"));
+    ASSERT_EQ_INT(workqueue_peek(q, seen, 3), 3);
+    ASSERT_EQ_STR(seen[0], "k38");
+    ASSERT_EQ_STR(seen[1], "k39");
+    ASSERT_EQ_STR(seen[2], "z1");
+    ASSERT_EQ_INT(workqueue_len(q), 4); /* they stay queued */
+    for (int i = 0; i < 3; i++)
+        free(seen[i]);
+    ASSERT_EQ_INT(workqueue_peek(q, seen, 4), 4);
+    ASSERT_EQ_STR(seen[3], "z2");
+    ASSERT_OK(workqueue_get(q, &k));
+    ASSERT_EQ_STR(k, seen[0]);
+    free(k);
+    for (int i = 0; i < 4; i++)
+        free(seen[i]);
+    workqueue_shutdown(q);
+    workqueue_free(q);
+}
+
 TEST(workqueue_add_while_processing_runs_again_after)
 {
     struct workqueue *q = workqueue_new(NULL);

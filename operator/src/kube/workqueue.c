@@ -314,6 +314,16 @@ size_t workqueue_len(struct workqueue *q)
     return n;
 }
 
+size_t workqueue_peek(struct workqueue *q, char **ret, size_t max)
+{
+    pthread_mutex_lock(&q->mu);
+    size_t n = q->len < max ? q->len : max;
+    for (size_t i = 0; i < n; i++)
+        ret[i] = xstrdup(q->ring[(q->head + i) % q->cap]);
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
 void workqueue_shutdown(struct workqueue *q)
 {
     pthread_mutex_lock(&q->mu);

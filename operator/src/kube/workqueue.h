@@ -57,6 +57,10 @@ void workqueue_done(struct workqueue *q, const char *key);
 
 /* Keys waiting now (not delayed, not processing). */
 size_t workqueue_len(struct workqueue *q);
+/* Copies of the first keys waiting, at most max, in the order workqueue_get
+ * will hand them out (each newly allocated); returns how many. For reading
+ * ahead: the keys stay queued. */
+size_t workqueue_peek(struct workqueue *q, char **ret, size_t max);
 void workqueue_shutdown(struct workqueue *q);
 /* Waits until no key is processing (call after shutdown). */
 void workqueue_drain(struct workqueue *q);
