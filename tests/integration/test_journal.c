@@ -316,6 +316,88 @@ TEST(stale_writer_is_fenced)
     etcd_fixture_stop(&fx);
 }
 
+/* Summaries read ahead, many in one request: each is the one journal_open
+ * reads, absent ones say so, a handle opened from a read appends against its
+ * revision, and one opened from an older read is fenced like any stale
+ * handle. */
+TEST(summaries_read_in_one_request)
+{
+    struct etcd *c = start();
+    struct tern_err e = {0};
+    struct journal *a = jopen(c, "sa"), *b = jopen(c, "sb");
+    append_i(a, JOURNAL_EV_TOOL_CALL, 1);
+    append_i(a, JOURNAL_EV_TOOL_CALL, 2);
+    append_i(b, JOURNAL_EV_TOOL_CALL, 3);
+    const char *uids[] = {"sa", "none", "sb"};
+    struct journal_sum_read got[3];
+    int64_t rev = 0;
+    ASSERT_OK(journal_read_sums(c, uids, 3, got, &rev, &e));
+    ASSERT_TRUE(got[0].present && got[2].present);
+    ASSERT_FALSE(got[1].present);
+    ASSERT_EQ_INT(got[0].mod_revision, journal_seen_revision(a));
+    ASSERT_EQ_INT(got[2].mod_revision, journal_seen_revision(b));
+    ASSERT_TRUE(rev >= got[0].mod_revision && rev >= got[2].mod_revision);
+
+    struct journal *ra = NULL, *rn = NULL;
+    ASSERT_OK(journal_open_read(c, "sa", NULL, &got[0], &ra, &e));
+    ASSERT_EQ_INT(journal_summary(ra)->last_seq, 2);
+    ASSERT_EQ_INT(journal_seen_revision(ra), journal_seen_revision(a));
+    cJSON *x = journal_summary_to_json(journal_summary(ra));
+    cJSON *y = journal_summary_to_json(journal_summary(a));
+    ASSERT_TRUE(json_equal(x, y));
+    cJSON_Delete(x);
+    cJSON_Delete(y);
+    ASSERT_OK(journal_open_read(c, "none", NULL, &got[1], &rn, &e)); /* opened as new */
+    ASSERT_EQ_INT(journal_summary(rn)->last_seq, 0);
+    /* the read is current: ra appends; a's handle is now stale */
+    ASSERT_EQ_INT(append_i(ra, JOURNAL_EV_TOOL_CALL, 4), 3);
+    ASSERT_EQ_INT(
+        journal_append(a, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_CALL}, NULL, &e),
+        TERN_EFENCED);
+    /* a handle from the same (now old) read is fenced too: no gap, no dup */
+    struct journal *old = NULL;
+    ASSERT_OK(journal_open_read(c, "sa", NULL, &got[0], &old, &e));
+    ASSERT_EQ_INT(
+        journal_append(old, &(struct journal_append_req){.type = JOURNAL_EV_TOOL_CALL}, NULL, &e),
+        TERN_EFENCED);
+    struct journal *fresh = jopen(c, "sa");
+    ASSERT_EQ_INT(journal_summary(fresh)->last_seq, 3);
+    /* a summary that does not decode is an error, not an empty journal */
+    struct journal_sum_read junk = {.present = true, .value = xstrdup("{not json"),
+                                    .value_len = 9, .mod_revision = 1};
+    struct journal *bad = NULL;
+    ASSERT_EQ_INT(journal_open_read(c, "sa", NULL, &junk, &bad, &e), TERN_EPARSE);
+    ASSERT_NULL(bad);
+    journal_sum_read_done(&junk);
+    /* bounds: 0 or too many sessions, a bad uid */
+    const char *many[JOURNAL_SUM_BATCH + 1];
+    for (size_t i = 0; i <= JOURNAL_SUM_BATCH; i++)
+        many[i] = "sa";
+    ASSERT_EQ_INT(journal_read_sums(c, many, 0, got, NULL, &e), TERN_EINVALID);
+    ASSERT_EQ_INT(journal_read_sums(c, many, JOURNAL_SUM_BATCH + 1, got, NULL, &e),
+                  TERN_EINVALID);
+    const char *slash[] = {"sa", "a/b"};
+    ASSERT_EQ_INT(journal_read_sums(c, slash, 2, got, NULL, &e), TERN_EINVALID);
+    /* a full batch: the same session 32 times reads 32 equal answers */
+    struct journal_sum_read full[JOURNAL_SUM_BATCH];
+    ASSERT_OK(journal_read_sums(c, many, JOURNAL_SUM_BATCH, full, NULL, &e));
+    for (size_t i = 0; i < JOURNAL_SUM_BATCH; i++) {
+        ASSERT_TRUE(full[i].present);
+        ASSERT_EQ_INT(full[i].mod_revision, journal_seen_revision(fresh));
+        journal_sum_read_done(&full[i]);
+    }
+    for (size_t i = 0; i < 3; i++)
+        journal_sum_read_done(&got[i]);
+    journal_free(a);
+    journal_free(b);
+    journal_free(ra);
+    journal_free(rn);
+    journal_free(old);
+    journal_free(fresh);
+    etcd_free(c);
+    etcd_fixture_stop(&fx);
+}
+
 struct appender {
     struct etcd *c;
     int n;

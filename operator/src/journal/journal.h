@@ -269,6 +269,36 @@ int journal_open(struct etcd *c, const char *uid, const struct journal_opts *opt
                  struct journal **ret, struct tern_err *err);
 void journal_free(struct journal *j);
 
+/* Summaries read ahead (the operator reads many sessions' summaries in one
+ * request, rather than one per journal_open, when it reconciles them all
+ * after a start). */
+#define JOURNAL_SUM_BATCH 32 /* sessions per journal_read_sums: 32 sums of at
+                              * most TERN_ETCD_MAX_VALUE fit one reply */
+struct journal_sum_read {
+    bool present;         /* the session has a sum key (else: new, or schema v0) */
+    char *value;          /* its bytes, owned (present only) */
+    size_t value_len;
+    int64_t mod_revision; /* the sum key's revision: what an append compares */
+};
+void journal_sum_read_done(struct journal_sum_read *r);
+
+/* Reads the sum keys of n (1..JOURNAL_SUM_BATCH) sessions in one etcd txn
+ * of ranges; ret[i] is uids[i]'s (release each with journal_sum_read_done)
+ * and *ret_rev the store revision the reads saw. Returns 0, TERN_EINVALID (a
+ * bad uid or n), or etcd errors (then nothing is returned). */
+int journal_read_sums(struct etcd *c, const char *const *uids, size_t n,
+                      struct journal_sum_read *ret, int64_t *ret_rev, struct tern_err *err);
+
+/* journal_open from a summary read by journal_read_sums (borrowed): no etcd
+ * read when it is present; an absent one opens as journal_open does (the
+ * events are folded). The caller answers for the read being recent enough:
+ * an append made on an older one is TERN_EFENCED, as for any stale handle.
+ * Returns as journal_open, and TERN_EPARSE for a summary that does not
+ * decode. */
+int journal_open_read(struct etcd *c, const char *uid, const struct journal_opts *opts,
+                      const struct journal_sum_read *sum, struct journal **ret,
+                      struct tern_err *err);
+
 /* Writes meta if absent ({"namespace","name","createdAt"}). Idempotent. */
 int journal_create_meta(struct journal *j, const char *ns, const char *name, struct tern_err *err);
 

@@ -36,6 +36,57 @@ int journal__read_sum(struct etcd *c, const char *sum_key, struct journal_summar
     return r;
 }
 
+void journal_sum_read_done(struct journal_sum_read *r)
+{
+    free(r->value);
+    memset(r, 0, sizeof *r);
+}
+
+int journal_read_sums(struct etcd *c, const char *const *uids, size_t n,
+                      struct journal_sum_read *ret, int64_t *ret_rev, struct tern_err *err)
+{
+    if (n == 0 || n > JOURNAL_SUM_BATCH)
+        return err_set(err, TERN_EINVALID, "journal: %zu summaries in one read (1..%d)", n,
+                       JOURNAL_SUM_BATCH);
+    for (size_t i = 0; i < n; i++)
+        if (!journal__valid_uid(uids[i]))
+            return err_set(err, TERN_EINVALID, "journal: bad session uid");
+    struct etcd_op ops[JOURNAL_SUM_BATCH];
+    char *keys[JOURNAL_SUM_BATCH];
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = xasprintf("%s%s/sum", JOURNAL_ALL_PREFIX, uids[i]);
+        ops[i] = (struct etcd_op){.type = ETCD_OP_RANGE, .range = {.keys = {.key = keys[i]}}};
+    }
+    struct etcd_txn_resp tr = {0};
+    int r = etcd_txn(c, &(struct etcd_txn_req){NULL, 0, ops, n, NULL, 0}, &tr, err);
+    if (!r && (!tr.succeeded || tr.nresponses != n))
+        r = err_set(err, TERN_EPARSE, "journal: a read of %zu summaries got %zu answers", n,
+                    tr.nresponses);
+    for (size_t i = 0; !r && i < n; i++) {
+        const struct etcd_range_resp *rr = &tr.responses[i].range;
+        if (tr.responses[i].type != ETCD_OP_RANGE || rr->nkvs > 1)
+            r = err_set(err, TERN_EPARSE, "journal: summary read %zu is not one key", i);
+    }
+    for (size_t i = 0; !r && i < n; i++) {
+        struct etcd_range_resp *rr = &tr.responses[i].range;
+        ret[i] = (struct journal_sum_read){0};
+        if (rr->nkvs == 1) {
+            ret[i].present = true;
+            ret[i].value = rr->kvs[0].value; /* moved */
+            ret[i].value_len = rr->kvs[0].value_len;
+            ret[i].mod_revision = rr->kvs[0].mod_revision;
+            rr->kvs[0].value = NULL;
+            rr->kvs[0].value_len = 0;
+        }
+    }
+    if (!r && ret_rev)
+        *ret_rev = tr.header.revision;
+    etcd_txn_resp_done(&tr);
+    for (size_t i = 0; i < n; i++)
+        free(keys[i]);
+    return r;
+}
+
 /* Chunks fetched per range request: 8 x 384 KiB is 4 MiB of base64 in the
  * answer, well below what one JSON reply may hold (16 MiB), so even an
  * event at TERN_JOURNAL_MAX_DATA is read back in a few requests. */

@@ -46,11 +46,9 @@ static int load_state(struct journal *j, struct tern_err *err)
     return 0;
 }
 
-int journal_open(struct etcd *c, const char *uid, const struct journal_opts *opts,
-                 struct journal **ret, struct tern_err *err)
+static struct journal *handle_new(struct etcd *c, const char *uid,
+                                  const struct journal_opts *opts)
 {
-    if (!journal__valid_uid(uid))
-        return err_set(err, TERN_EINVALID, "journal: bad session uid");
     struct journal *j = xcalloc(1, sizeof *j);
     j->c = c;
     j->uid = xstrdup(uid);
@@ -61,11 +59,39 @@ int journal_open(struct etcd *c, const char *uid, const struct journal_opts *opt
     if (j->page > TERN_JOURNAL_MAX_PAGE)
         j->page = TERN_JOURNAL_MAX_PAGE;
     journal_summary_init(&j->sum);
+    return j;
+}
+
+int journal_open(struct etcd *c, const char *uid, const struct journal_opts *opts,
+                 struct journal **ret, struct tern_err *err)
+{
+    if (!journal__valid_uid(uid))
+        return err_set(err, TERN_EINVALID, "journal: bad session uid");
+    struct journal *j = handle_new(c, uid, opts);
     int r = load_state(j, err);
     if (r) {
         journal_free(j);
         return r;
     }
+    *ret = j;
+    return 0;
+}
+
+int journal_open_read(struct etcd *c, const char *uid, const struct journal_opts *opts,
+                      const struct journal_sum_read *sum, struct journal **ret,
+                      struct tern_err *err)
+{
+    if (!sum->present)
+        return journal_open(c, uid, opts, ret, err);
+    if (!journal__valid_uid(uid))
+        return err_set(err, TERN_EINVALID, "journal: bad session uid");
+    struct journal *j = handle_new(c, uid, opts);
+    int r = journal_summary_decode(sum->value, sum->value_len, &j->sum, err);
+    if (r) {
+        journal_free(j);
+        return r;
+    }
+    j->seen = sum->mod_revision;
     *ret = j;
     return 0;
 }
