@@ -100,12 +100,6 @@
 #define TERN_SAPI_VIEWER_WAIT_MS   60000        /* waiting for a parked session's file viewer */
 #define TERN_SAPI_SAR_CACHE        1024         /* access review answers kept (10 s) */
 
-/* journal module */
-#define TERN_JOURNAL_MAX_DATA      (16u << 20)  /* one event's data, chunked */
-#define TERN_JOURNAL_CHUNK         (384u << 10) /* one chunk of an oversize event */
-#define TERN_JOURNAL_MAX_UID       128
-#define TERN_JOURNAL_MAX_PAGE      10000        /* events per replay page */
-
 /* Sandbox (tern-sandboxd, operator/src/sandbox/) */
 #define TERN_SANDBOX_MAX_PATH        4095        /* a workspace-relative path */
 #define TERN_SANDBOX_MAX_NAME        255         /* one path component */
