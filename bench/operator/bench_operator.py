@@ -145,6 +145,10 @@ def print_reconcile_split(m, what):
           "%.1f ms each on average (%.2f s of reconciling on %d workers)" %
           (what, m.get("tern_cache_sync_seconds", 0), count,
            1000 * total / count if count else 0, total, workers), flush=True)
+    reads = 'tern_journal_summary_reads_total{how="%s"}'
+    print("      %s: journal summaries: %d read alone, %d read ahead by %d batched reads" %
+          (what, m.get(reads % "alone", 0), m.get(reads % "read_ahead", 0),
+           m.get(reads % "batched", 0)), flush=True)
 
 
 def proc_stats(pid):

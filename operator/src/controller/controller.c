@@ -13,6 +13,7 @@
 #include "controller/prices.h"
 #include "controller/reconcile.h"
 #include "controller/refs.h"
+#include "controller/sumcache.h"
 #include "journal/journal.h"
 #include "json/json.h"
 #include "kube/informer.h"
@@ -250,8 +251,10 @@ struct controller {
     bool sweep_started;
     struct kmap *persist_tries; /* "uid/turn/request" -> failed tries (int *) */
     atomic_bool stop;
-    pthread_mutex_t mu; /* guards uid_to_key */
+    pthread_mutex_t mu; /* guards uid_to_key and key_to_uid */
     struct kmap *uid_to_key;
+    struct kmap *key_to_uid; /* "ns/name" -> uid (for reading summaries ahead) */
+    struct sumcache *sums;   /* journal summaries read ahead (sumcache.h) */
     struct kclient *kc; /* for controller_reconcile on the caller's thread */
     struct prices *prices;
     struct budgets *budgets; /* AgentBudgets (controller/budgets.h) */
@@ -320,6 +323,11 @@ static void enqueue_for(struct controller *c, enum watched w, const cJSON *obj, 
             pthread_mutex_lock(&c->mu);
             free(deleted ? kmap_del(c->uid_to_key, uid)
                          : kmap_put(c->uid_to_key, uid, xstrdup(key)));
+            const char *known = kmap_get(c->key_to_uid, key);
+            if (!deleted)
+                free(kmap_put(c->key_to_uid, key, xstrdup(uid)));
+            else if (known && strcmp(known, uid) == 0) /* (not a new one's of that name) */
+                free(kmap_del(c->key_to_uid, key));
             pthread_mutex_unlock(&c->mu);
         }
         workqueue_add(c->q, key);
@@ -409,6 +417,7 @@ static int on_summary_batch(void *ctx, const struct etcd_watch_batch *b)
             strcmp(k + n - 4, "/sum") != 0)
             continue;
         char *uid = xstrndup(k + sizeof prefix - 1, n - (sizeof prefix - 1) - 4);
+        sumcache_changed(c->sums, uid, b->events[i].kv.mod_revision);
         pthread_mutex_lock(&c->mu);
         const char *key = kmap_get(c->uid_to_key, uid);
         char *copy = key ? xstrdup(key) : NULL;
@@ -439,7 +448,9 @@ static void *summary_watch(void *arg)
                 .progress_notify = true,
                 .give_up_ms = -1,
             };
+            sumcache_watch_started(c->sums, rev);
             int r = etcd_watch(c->cfg.etcd, &req, on_summary_batch, c, &c->stop, NULL, NULL);
+            sumcache_watch_stopped(c->sums);
             if (r == -ECANCELED)
                 break;
             if (c->cfg.metrics)
@@ -1347,6 +1358,85 @@ static void keep_template(const struct reconcile_input *in, struct reconcile_out
         cJSON_AddItemToObject(out->status, "template", json_dup(t));
 }
 
+/* Summaries read ahead and not yet taken: a few batches for each worker. */
+#define SUMS_READ_AHEAD_MAX 1024
+
+/* Reads the summaries of the sessions queued next along with uid's, in one
+ * request, and leaves theirs for their reconciles (sumcache.h). Returns
+ * true with uid's in *own, or false (none queued behind to read for, or the
+ * read failed: each then reads its own). */
+static bool read_ahead(struct controller *c, const char *uid, struct journal_sum_read *own)
+{
+    char *keys[JOURNAL_SUM_BATCH - 1];
+    size_t nk = workqueue_peek(c->q, keys, JOURNAL_SUM_BATCH - 1);
+    const char *uids[JOURNAL_SUM_BATCH] = {uid};
+    char *claimed[JOURNAL_SUM_BATCH - 1];
+    size_t n = 1;
+    for (size_t i = 0; i < nk; i++) {
+        pthread_mutex_lock(&c->mu);
+        const char *u = kmap_get(c->key_to_uid, keys[i]);
+        char *copy = u && strcmp(u, uid) != 0 ? xstrdup(u) : NULL;
+        pthread_mutex_unlock(&c->mu);
+        if (copy && sumcache_claim(c->sums, copy)) {
+            claimed[n - 1] = copy;
+            uids[n++] = copy;
+        } else {
+            free(copy);
+        }
+        free(keys[i]);
+    }
+    if (n == 1)
+        return false;
+    struct journal_sum_read got[JOURNAL_SUM_BATCH];
+    int64_t rev = 0;
+    struct tern_err e = {0};
+    bool ok = journal_read_sums(c->cfg.etcd, uids, n, got, &rev, &e) == 0;
+    size_t kept = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (ok) {
+            kept += sumcache_put(c->sums, uids[i], &got[i], rev);
+            journal_sum_read_done(&got[i]);
+        } else {
+            sumcache_release(c->sums, uids[i]);
+        }
+        free(claimed[i - 1]);
+    }
+    if (!ok) {
+        tlog_debug("journal summaries not read ahead (each is read alone)", "error", e.msg);
+        return false;
+    }
+    *own = got[0];
+    if (c->cfg.metrics) {
+        metrics_add(c->cfg.metrics, "tern_journal_summary_reads_total", "how=\"batched\"", 1);
+        metrics_add(c->cfg.metrics, "tern_journal_summaries_read_ahead_total", "", (double)kept);
+    }
+    return true;
+}
+
+/* How long a reconcile waits for a summary another worker is reading. */
+#define SUMS_CLAIM_WAIT_MS 2000
+
+/* uid's journal, opened from a summary read ahead when there is one, else
+ * reading it (and, when sessions are queued behind, theirs) now. */
+static int open_journal(struct controller *c, const char *uid, struct journal **ret,
+                        struct tern_err *err)
+{
+    struct journal_sum_read sum = {0};
+    bool ahead = sumcache_take(c->sums, uid, &sum, SUMS_CLAIM_WAIT_MS);
+    if (!ahead && !read_ahead(c, uid, &sum)) {
+        if (c->cfg.metrics)
+            metrics_add(c->cfg.metrics, "tern_journal_summary_reads_total", "how=\"alone\"",
+                        1);
+        return journal_open(c->cfg.etcd, uid, NULL, ret, err);
+    }
+    if (ahead && c->cfg.metrics)
+        metrics_add(c->cfg.metrics, "tern_journal_summary_reads_total", "how=\"read_ahead\"",
+                    1);
+    int r = journal_open_read(c->cfg.etcd, uid, NULL, &sum, ret, err);
+    journal_sum_read_done(&sum);
+    return r;
+}
+
 static int reconcile_key(struct controller *c, struct kclient *kc, const char *key,
                          int64_t *ret_requeue, struct tern_err *err)
 {
@@ -1486,7 +1576,7 @@ static int reconcile_key(struct controller *c, struct kclient *kc, const char *k
             }
             in.new_token = token;
         }
-        r = journal_open(c->cfg.etcd, uid, NULL, &j, err);
+        r = open_journal(c, uid, &j, err);
         if (r)
             goto done;
         observe_journal(journal_summary(j), &in.journal);
@@ -1762,6 +1852,8 @@ int controller_new(const struct controller_config *cfg, struct controller **ret,
     c->census.nphases = 1;
     pthread_mutex_init(&c->workers_mu, NULL);
     c->uid_to_key = kmap_new();
+    c->key_to_uid = kmap_new();
+    c->sums = sumcache_new(SUMS_READ_AHEAD_MAX);
     c->persist_tries = kmap_new();
     c->q = workqueue_new(NULL);
     c->kc = kclient_new(cfg->kube, NULL);
@@ -1830,6 +1922,13 @@ int controller_new(const struct controller_config *cfg, struct controller **ret,
         metrics_declare(m, "tern_api_writes_total", METRICS_COUNTER,
                         "Kubernetes API writes (creates, deletes, patches, status updates).",
                         NULL, 0);
+        metrics_declare(m, "tern_journal_summary_reads_total", METRICS_COUNTER,
+                        "Journal summaries the reconciles opened, by how they were read: "
+                        "alone (one request), batched (a request that read the sessions "
+                        "queued next too) or read_ahead (taken from such a request).",
+                        NULL, 0);
+        metrics_declare(m, "tern_journal_summaries_read_ahead_total", METRICS_COUNTER,
+                        "Summaries read for sessions queued next and kept for them.", NULL, 0);
         metrics_declare(m, "tern_summary_watch_restarts_total", METRICS_COUNTER,
                         "Times the journal summary watch ended and everything was resynced.",
                         NULL, 0);
@@ -1951,6 +2050,9 @@ void controller_free(struct controller *c)
     prices_free(c->prices);
     kmap_each(c->uid_to_key, free_value, NULL);
     kmap_free(c->uid_to_key);
+    kmap_each(c->key_to_uid, free_value, NULL);
+    kmap_free(c->key_to_uid);
+    sumcache_free(c->sums);
     kmap_each(c->persist_tries, free_value, NULL);
     kmap_free(c->persist_tries);
     pthread_mutex_destroy(&c->mu);
