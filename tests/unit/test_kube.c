@@ -356,7 +356,7 @@ TEST(workqueue_peek_shows_the_next_keys_in_order)
     ASSERT_EQ_INT(workqueue_peek(q, seen, 4), 0);
     /* (40 in, 38 out, two more: the ring has moved on) */
     for (int i = 0; i < 40; i++) {
-        char key[8];
+        char key[16];
         snprintf(key, sizeof key, "k%02d", i);
         ASSERT_OK(workqueue_add(q, key));
     }
