@@ -289,7 +289,10 @@ class KubeCluster:
                 "--proxy-client-cert-file", p("front-proxy-client.crt"),
                 "--proxy-client-key-file", p("front-proxy-client.key"),
                 "--enable-aggregator-routing=true",
-                "--profiling=false",
+                # /debug/pprof for bench/operator --perf (the binary is
+                # stripped: perf sees addresses only)
+                "--profiling=%s" % ("true" if os.environ.get("TERN_KUBE_PROFILING") == "1"
+                                    else "false"),
             ], self.logs)
             try:
                 wait_for("kube-apiserver /readyz", lambda: proc.alive() and

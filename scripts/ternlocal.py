@@ -21,6 +21,7 @@ Every process is started with its output in workdir/logs/ and stopped by pid
 is always a condition polled with a deadline (a ready line, /health, an
 established CRD), never a fixed sleep.
 """
+import io
 import json
 import os
 import shutil
@@ -617,12 +618,15 @@ class JournalEtcd:
         try:
             return json.loads(urllib.request.urlopen(req, context=self.ctx, timeout=10).read())
         except urllib.error.HTTPError as e:
-            # a restarted etcd forgot its tokens: log in again, once
-            # (the body is read only for a 401 with a token: callers read
-            # the others' bodies themselves)
-            if not (self.token and self.credentials and e.code == 401 and
-                    b"invalid auth token" in e.read()):
+            # a restarted etcd forgot its tokens, or users changed since the
+            # token was issued (the operator parks and makes journal users):
+            # log in again, once (the body is read only for a 401 or 400
+            # with a token; callers read the others' bodies themselves)
+            if not (self.token and self.credentials and e.code in (400, 401)):
                 raise
+            answer = e.read()
+            if not (b"invalid auth token" in answer or b"revision of auth store is old" in answer):
+                raise urllib.error.HTTPError(e.url, e.code, e.msg, e.hdrs, io.BytesIO(answer))
             self.token = None
             return self.call(path, body)
 
@@ -655,6 +659,38 @@ def journal_events(j, uid):
     events = [json.loads(v) for _, v in j.range(prefix)]
     events.sort(key=lambda e: e["seq"])
     return events
+
+
+PARKED_EVENTS = 4  # what seed_parked_journal writes
+
+
+def seed_parked_journal(j, uid, now, objective="bench", prompt_tokens=0):
+    """Writes a session's journal as after a turn that asked for an approval
+    (user message, turn started, approval requested, turn finished) and its
+    summary, in one txn: a session found parked, as after days of waiting
+    (bench/operator, test_operator_scale). now: an RFC 3339 time."""
+    pre = "/tern/v1/s/%s/" % uid
+    ap = "ap-" + uid[:8]
+    evs = [
+        ("user_message", 0, {"source": "objective", "text": objective}),
+        ("turn_started", 1, {"turn": 1}),
+        ("approval_requested", 1, {"id": ap, "tool": "exec_command",
+                                   "summary": "git push origin main", "callId": "call_0"}),
+        ("turn_finished", 1, {"outcome": "approval_requested"}),
+    ]
+    puts = []
+    for i, (ty, turn, data) in enumerate(evs, 1):
+        ev = {"v": 1, "seq": i, "type": ty, "time": now, "turn": turn, "data": data}
+        puts.append({"request_put": {"key": _b64(pre + "ev/%016x" % i),
+                                     "value": _b64(json.dumps(ev))}})
+    summ = {"v": 1, "lastSeq": PARKED_EVENTS, "turn": 1, "messages": 1,
+            "usage": {"modelTurns": 1, "toolCalls": 0, "promptTokens": prompt_tokens},
+            "pendingApproval": {"id": ap, "tool": "exec_command",
+                                "summary": "git push origin main", "requestedAt": now},
+            "outcome": "approval_requested", "updated": now}
+    puts.append({"request_put": {"key": _b64(pre + "sum"), "value": _b64(json.dumps(summ))}})
+    j.call("/v3/kv/txn", {"success": puts})
+    return summ
 
 
 def journal_keys(j, uid):

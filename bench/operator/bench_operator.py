@@ -96,32 +96,6 @@ class Api:
                 time.sleep(0.05)
 
 
-def b64(s):
-    return base64.b64encode(s.encode()).decode()
-
-
-def seed_journal(etcd, uid, now):
-    pre = "/tern/v1/s/%s/" % uid
-    evs = [
-        ("user_message", 0, {"source": "objective", "text": "bench"}),
-        ("turn_started", 1, {"turn": 1}),
-        ("approval_requested", 1, {"id": "ap-" + uid[:8], "tool": "exec_command",
-                                   "summary": "git push origin main", "callId": "call_0"}),
-        ("turn_finished", 1, {"outcome": "approval_requested"}),
-    ]
-    puts = []
-    for i, (ty, turn, data) in enumerate(evs, 1):
-        ev = {"v": 1, "seq": i, "type": ty, "time": now, "turn": turn, "data": data}
-        puts.append({"request_put": {"key": b64(pre + "ev/%016x" % i), "value": b64(json.dumps(ev))}})
-    summ = {"v": 1, "lastSeq": 4, "turn": 1, "messages": 1,
-            "usage": {"modelTurns": 1, "toolCalls": 0},
-            "pendingApproval": {"id": "ap-" + uid[:8], "tool": "exec_command",
-                                "summary": "git push origin main", "requestedAt": now},
-            "outcome": "approval_requested", "updated": now}
-    puts.append({"request_put": {"key": b64(pre + "sum"), "value": b64(json.dumps(summ))}})
-    etcd.call("/v3/kv/txn", {"success": puts})
-
-
 def metrics(t):
     text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % t.metrics_port,
                                   timeout=10).read().decode()
@@ -213,6 +187,53 @@ def measure_idle(t, op, what, n):
     return rss, (cpu1 - cpu0) / 20 * 100
 
 
+class ApiPprof:
+    """kube-apiserver's own CPU profile (/debug/pprof, its binary is
+    stripped) while a stage runs: back-to-back 5 s profiles, merged by
+    `go tool pprof` at the end."""
+
+    def __init__(self, t, what):
+        self.t, self.what, self.files = t, what, []
+        self.stop = threading.Event()
+        self.th = threading.Thread(target=self._run, daemon=True)
+        self.th.start()
+
+    def _run(self):
+        api = Api(self.t.kubeconfig)
+        while not self.stop.is_set():
+            r = urllib.request.Request(api.server + "/debug/pprof/profile?seconds=5",
+                                       headers=api.headers)
+            try:
+                with urllib.request.urlopen(r, context=api.ctx, timeout=60) as resp:
+                    data = resp.read()
+            except OSError as e:
+                print("      pprof of kube-apiserver: %s (start it with "
+                      "TERN_KUBE_PROFILING=1)" % e, flush=True)
+                return
+            out = os.path.join(self.t.dir, "pprof-%s-%d.pb.gz" % (self.what, len(self.files)))
+            with open(out, "wb") as f:
+                f.write(data)
+            self.files.append(out)
+
+    def report(self):
+        import subprocess
+        self.stop.set()
+        self.th.join(timeout=30)
+        if not self.files:
+            return
+        rep = subprocess.run(["go", "tool", "pprof", "-top", "-nodecount=14"] + self.files,
+                             capture_output=True, text=True)
+        print("      pprof, kube-apiserver during %s (%d profiles of 5 s, %s):" %
+              (self.what, len(self.files), self.files[0]), flush=True)
+        for ln in (rep.stdout or rep.stderr).splitlines()[:22]:
+            print("        " + ln.rstrip(), flush=True)
+        cum = subprocess.run(["go", "tool", "pprof", "-top", "-cum", "-nodecount=25"] +
+                             self.files, capture_output=True, text=True)
+        print("      (by cumulative time):", flush=True)
+        for ln in (cum.stdout or cum.stderr).splitlines()[6:31]:
+            print("        " + ln.rstrip(), flush=True)
+
+
 class Profile:
     """perf record -g of the operator (and the cluster's main process) while
     a stage runs; prints where the time went."""
@@ -225,10 +246,12 @@ class Profile:
         # the operator serves /metrics (its informers and workers run by then)
         self._wait_metrics(t)
         pids = [("tern-operator", op.p.pid)]
-        main = t.procs.get("tern-dev") or t.procs.get("kube-apiserver")
+        main = t.procs.get("tern-dev")
         pid = getattr(getattr(main, "p", None), "pid", None) or getattr(main, "pid", None)
         if pid:
-            pids.append(("tern-dev" if "tern-dev" in t.procs else "kube-apiserver", pid))
+            pids.append(("tern-dev", pid))
+        elif "kube-apiserver" in t.procs:
+            self.pprof = ApiPprof(t, what)
         import subprocess
         for name, pid in pids:
             out = os.path.join(t.dir, "perf-%s-%s.data" % (what, name))
@@ -249,6 +272,8 @@ class Profile:
     def report(self):
         import signal
         import subprocess
+        if getattr(self, "pprof", None):
+            self.pprof.report()
         for name, out, p in self.procs:
             p.send_signal(signal.SIGINT)
             p.wait(timeout=60)
@@ -405,7 +430,7 @@ def run(cluster, n, perf=False):
                 "apiVersion": "tern.dev/v1alpha1", "kind": "AgentSession",
                 "metadata": {"name": "parked-%05d" % i},
                 "spec": {"objective": "bench", "approval": {"timeoutSeconds": 2592000}}})
-            seed_journal(t.journal, s["metadata"]["uid"], now)
+            ternlocal.seed_parked_journal(t.journal, s["metadata"]["uid"], now)
         with concurrent.futures.ThreadPoolExecutor(8) as ex:
             list(ex.map(make, range(n)))
         print("  setup: %d sessions created and journals seeded in %.1f s" %
@@ -461,9 +486,12 @@ def main():
                     default=int(os.environ.get("TERN_BENCH_SESSIONS", "10000")))
     ap.add_argument("--cluster", choices=["terndev", "kube", "both"], default="both")
     ap.add_argument("--perf", action="store_true",
-                    help="perf record -g the operator and the API server during the first "
-                         "start, the restart and the live session, and print the top symbols")
+                    help="perf record -g the operator and tern-dev (kube-apiserver: its "
+                         "/debug/pprof CPU profile) during the first start, the restart and "
+                         "the live session, and print the top symbols")
     a = ap.parse_args()
+    if a.perf:
+        os.environ["TERN_KUBE_PROFILING"] = "1"  # kube-apiserver's /debug/pprof
     import kubecluster
     for c in (["terndev", "kube"] if a.cluster == "both" else [a.cluster]):
         if c == "kube" and kubecluster.missing_binaries():
