@@ -19,7 +19,9 @@ Per cluster:
    once): then idle, the operator's RSS and CPU over 20 s with nothing
    changing.
 4. Restart: time to relist and reconcile all N, and the API writes it made
-   (goal: none); then the steady idle RSS and CPU after it.
+   (goal: none), split into the caches' first lists and the reconciles, and
+   how the reconciles read their journal summaries (alone, or read ahead
+   in batches); then the steady idle RSS and CPU after it.
 5. One live session beside them (the scripted model): from `kubectl apply`
    to the first model request, with the stages of that path as watches see
    them (the operator's first status, the sandbox pod and the turn Job
