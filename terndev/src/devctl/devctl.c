@@ -53,11 +53,26 @@ struct devctl {
      * time-driven change is due (-1 none) */
     int64_t last_pass, due;
     bool settled;
+    /* the garbage collector's last run: when, what the cache had seen by
+     * then, and whether it met no error and had nothing to do */
+    int64_t gc_at;
+    struct objcache_stats gc_seen;
+    bool gc_settled;
 };
 
 /* A pass over an unchanged cache decides what the last one did; it is
  * skipped, but not for longer than this (seconds). */
 #define IDLE_PASS_S 10
+
+/* The garbage collector walks every object, which beside thousands of
+ * parked sessions is most of a pass. It runs at once after a deletion (an
+ * object gone or newly marked for deletion: what sets its work off), after
+ * a relist, and in the pass after one where it acted or failed (its next
+ * step: an orphaned dependent's reference gone, then the owner's
+ * finalizer); after any other change (a dependent
+ * made after its owner went) in the first pass of the next second, so a
+ * burst of creations and updates pays for one walk a second, not one per
+ * pass; and at least every IDLE_PASS_S. */
 
 static void add_res(struct devctl *d, const char *gvr, const char *kind)
 {
@@ -233,12 +248,17 @@ static int sync_pvcs(struct devctl *d, struct tern_err *err)
     const cJSON *pvc;
     cJSON_ArrayForEach(pvc, items(d, "v1/persistentvolumeclaims"))
     {
+        /* the common case first: a bound claim nobody deletes */
+        const char *phase = kobj_str(pvc, "status.phase");
+        bool deleting = kobj_deleting(pvc);
+        if (!deleting && phase && strcmp(phase, "Bound") == 0)
+            continue;
         const char *ns = ns_of(pvc), *name = kobj_str(pvc, "metadata.name");
         const char *uid = kobj_str(pvc, "metadata.uid");
         if (!name || !uid)
             continue;
         char *dir = xasprintf("%s/%s/%s", d->voldir, ns, uid);
-        if (kobj_deleting(pvc)) {
+        if (deleting) {
             bool used = false;
             const cJSON *p;
             cJSON_ArrayForEach(p, items(d, "v1/pods")) used |= pod_uses_claim(p, ns, name);
@@ -254,11 +274,6 @@ static int sync_pvcs(struct devctl *d, struct tern_err *err)
                     cJSON_Delete(c);
                 }
             }
-            free(dir);
-            continue;
-        }
-        const char *phase = kobj_str(pvc, "status.phase");
-        if (phase && strcmp(phase, "Bound") == 0) {
             free(dir);
             continue;
         }
@@ -515,7 +530,8 @@ static bool an_owner_exists(struct devctl *d, const cJSON *o)
     return false;
 }
 
-static int sync_gc(struct devctl *d, struct tern_err *err)
+/* *acted: whether it decided anything (its follow-ups are due at once). */
+static int sync_gc(struct devctl *d, bool *acted, struct tern_err *err)
 {
     size_t n = 0, cap = 0;
     struct gc_obj *objs = NULL;
@@ -534,6 +550,7 @@ static int sync_gc(struct devctl *d, struct tern_err *err)
     }
     struct gc_plan plan;
     gc_decide(objs, n, kinds, d->nres, &plan);
+    *acted = plan.n > 0;
     int rc = 0;
     for (size_t i = 0; i < plan.n; i++) {
         struct gc_action *a = &plan.acts[i];
@@ -579,11 +596,20 @@ int devctl_sync(struct devctl *d, int64_t now, int64_t *ret_next, struct tern_er
     int lr = objcache_sync(d->cache, now, &lerr);
     objcache_stats(d->cache, &s1);
     if (lr == 0 && d->settled && s1.relists == s0.relists && s1.changes == s0.changes &&
+        s1.changes == d->gc_seen.changes &&
         (d->due < 0 || now < d->due) && now >= d->last_pass &&
         now - d->last_pass < IDLE_PASS_S) {
         if (ret_next)
             *ret_next = d->due < 0 ? -1 : d->due - now;
         return 0;
+    }
+    bool gc_due = !d->gc_settled || s1.relists != d->gc_seen.relists ||
+                  s1.deletions != d->gc_seen.deletions || now < d->gc_at ||
+                  now - d->gc_at >= IDLE_PASS_S;
+    bool gc_later = !gc_due && s1.changes != d->gc_seen.changes;
+    if (gc_later && now != d->gc_at) {
+        gc_due = true;
+        gc_later = false;
     }
     for (size_t i = 0; i < d->nres; i++)
         d->res[i].list = objcache_list(d->cache, i);
@@ -594,7 +620,16 @@ int devctl_sync(struct devctl *d, int64_t now, int64_t *ret_next, struct tern_er
     first_err(&rc, sync_pvcs(d, err));
     first_err(&rc, sync_jobs(d, now, &next, err));
     first_err(&rc, sync_deployments(d, now, &next, err));
-    first_err(&rc, sync_gc(d, err));
+    if (gc_due) {
+        bool acted = false;
+        int r = sync_gc(d, &acted, err);
+        first_err(&rc, r);
+        d->gc_settled = r == 0 && !acted;
+        d->gc_seen = s1;
+        d->gc_at = now;
+    } else if (gc_later) {
+        next_at(&next, 1);
+    }
     d->settled = rc == 0;
     d->last_pass = now;
     d->due = next < 0 ? -1 : now + next;

@@ -121,7 +121,7 @@ static int relist_one(struct objcache *c, struct cres *r, struct tern_err *err)
     return 0;
 }
 
-static void apply(struct cres *r, struct objstore_change *ch)
+static void apply(struct objcache *c, struct cres *r, struct objstore_change *ch)
 {
     char key[512];
     if (ch->rev <= r->floor || !key_of(ch->obj, key, sizeof key))
@@ -131,9 +131,12 @@ static void apply(struct cres *r, struct objstore_change *ch)
         if (old) {
             kmap_del(r->by_key, key);
             cJSON_Delete(cJSON_DetachItemViaPointer(r->items, old));
+            c->stats.deletions++;
         }
         return;
     }
+    if (kobj_deleting(ch->obj) && !(old && kobj_deleting(old)))
+        c->stats.deletions++;
     cJSON *nu = ch->obj;
     ch->obj = NULL; /* taken */
     if (old)
@@ -183,7 +186,7 @@ int objcache_sync(struct objcache *c, int64_t now, struct tern_err *err)
     }
     for (size_t i = 0; i < ch.n; i++) {
         if (ch.v[i].which < c->n)
-            apply(&c->r[ch.v[i].which], &ch.v[i]);
+            apply(c, &c->r[ch.v[i].which], &ch.v[i]);
     }
     c->stats.changes += ch.n;
     objstore_changes_done(&ch);

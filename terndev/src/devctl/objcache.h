@@ -57,7 +57,8 @@ const char *objcache_rv(const struct objcache *c);
 
 struct objcache_stats {
     uint64_t relists; /* syncs that listed every resource */
-    uint64_t changes; /* changes applied */
+    uint64_t changes;   /* changes applied */
+    uint64_t deletions; /* of them: objects gone, or newly marked for deletion */
 };
 void objcache_stats(const struct objcache *c, struct objcache_stats *ret);
 
