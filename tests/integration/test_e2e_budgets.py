@@ -352,8 +352,15 @@ def scenario_concurrency_queue_in_creation_order_across_restarts(t):
     eq(admitted_seen, order, "the order sessions were admitted in")
     b = get_budget(t, "cap", ns)
     # the last two keep their idle sandboxes (nobody waits any more)
-    b = wait_for("two slots held", lambda: (lambda o: o if status(o).get("used", {}).get(
-        "concurrentSessions") == 2 else None)(get_budget(t, "cap", ns)), 90)
+    def two_held():
+        o = get_budget(t, "cap", ns)
+        used = status(o).get("used", {}).get("concurrentSessions")
+        if used != 2:  # say what it is instead, should it never be 2
+            pods = [p["metadata"]["name"] for p in t.get_json("pods", "-n", ns)["items"]
+                    if p["metadata"]["name"].endswith("-sandbox")]
+            raise AssertionError("concurrentSessions %s, sandbox pods %s" % (used, pods))
+        return o
+    b = wait_for("two slots held", two_held, 90)
     eq(columns(t, "agentbudgets", "cap", ns).get("CONCURRENT"), "2/2", "CONCURRENT column")
     # one holder gave its slot up per waiter (whichever was idle first), and
     # no more: the last one admitted found nobody waiting
