@@ -249,6 +249,33 @@ TEST(gc_background_foreground_orphan)
     env_done(&e);
 }
 
+/* A dependent whose owner is already gone, made with no deletion to set
+ * the collector off: not collected in the second its collector last ran,
+ * but in the first pass of the next one, which the pass asks to be woken
+ * for. */
+TEST(gc_collects_an_orphan_made_after_its_owner_within_a_second)
+{
+    struct env e;
+    env_init(&e);
+    cJSON_Delete(owner_and_dependent(&e, false));
+    ASSERT_OK(objstore_remove(&e.s, "v1/configmaps", "default", "dep", NULL, NULL, NULL));
+    ASSERT_OK(objstore_remove(&e.s, "v1/configmaps", "default", "owner", NULL, NULL, NULL));
+    sync_n(&e, 2); /* the deletions: the collector ran and found nothing */
+    cJSON *dep = parse("{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+                       "\"late\",\"namespace\":\"default\",\"ownerReferences\":[{\"apiVersion\":"
+                       "\"v1\",\"kind\":\"ConfigMap\",\"name\":\"owner\",\"uid\":\"gone\"}]}}");
+    ASSERT_OK(objstore_create(&e.s, "v1/configmaps", "default", dep, NULL, NULL));
+    cJSON_Delete(dep);
+    int64_t next = -1;
+    ASSERT_OK(devctl_sync(e.d, fake_now, &next, NULL));
+    ASSERT_EQ_INT(memstore_count(e.m, "v1/configmaps"), 1); /* not in this second */
+    ASSERT_EQ_INT(next, 1);
+    fake_now++;
+    sync_n(&e, 1);
+    ASSERT_EQ_INT(memstore_count(e.m, "v1/configmaps"), 0);
+    env_done(&e);
+}
+
 TEST(gc_keeps_dependents_of_unwatched_kinds_and_live_owners)
 {
     cJSON *a = parse("{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\","

@@ -64,16 +64,6 @@ struct devctl {
  * skipped, but not for longer than this (seconds). */
 #define IDLE_PASS_S 10
 
-/* The garbage collector walks every object, which beside thousands of
- * parked sessions is most of a pass. It runs at once after a deletion (an
- * object gone or newly marked for deletion: what sets its work off), after
- * a relist, and in the pass after one where it acted or failed (its next
- * step: an orphaned dependent's reference gone, then the owner's
- * finalizer); after any other change (a dependent
- * made after its owner went) in the first pass of the next second, so a
- * burst of creations and updates pays for one walk a second, not one per
- * pass; and at least every IDLE_PASS_S. */
-
 static void add_res(struct devctl *d, const char *gvr, const char *kind)
 {
     const char *slash = strrchr(gvr, '/');
@@ -603,14 +593,18 @@ int devctl_sync(struct devctl *d, int64_t now, int64_t *ret_next, struct tern_er
             *ret_next = d->due < 0 ? -1 : d->due - now;
         return 0;
     }
+    /* The garbage collector walks every object, most of a pass beside
+     * thousands of parked sessions. It runs at once after a deletion (an
+     * object gone or newly marked for deletion: what its work starts
+     * from), after a relist, and in the pass after one where it acted or
+     * failed (the next step of a foreground or orphan deletion); after any
+     * other change (a dependent made after its owner went) in the first
+     * pass of the next second, so a burst of writes pays for one walk a
+     * second; and at least every IDLE_PASS_S. */
+    bool gc_pending = s1.changes != d->gc_seen.changes;
     bool gc_due = !d->gc_settled || s1.relists != d->gc_seen.relists ||
                   s1.deletions != d->gc_seen.deletions || now < d->gc_at ||
-                  now - d->gc_at >= IDLE_PASS_S;
-    bool gc_later = !gc_due && s1.changes != d->gc_seen.changes;
-    if (gc_later && now != d->gc_at) {
-        gc_due = true;
-        gc_later = false;
-    }
+                  now - d->gc_at >= IDLE_PASS_S || (gc_pending && now != d->gc_at);
     for (size_t i = 0; i < d->nres; i++)
         d->res[i].list = objcache_list(d->cache, i);
     if (objcache_ok(d->cache, d->nres))
@@ -627,7 +621,7 @@ int devctl_sync(struct devctl *d, int64_t now, int64_t *ret_next, struct tern_er
         d->gc_settled = r == 0 && !acted;
         d->gc_seen = s1;
         d->gc_at = now;
-    } else if (gc_later) {
+    } else if (gc_pending) {
         next_at(&next, 1);
     }
     d->settled = rc == 0;
